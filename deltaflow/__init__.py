@@ -1,0 +1,55 @@
+"""deltaflow: structured streams (content, reasoning, tool calls) from raw LLM output.
+
+The public API is re-exported here; see the README for a tour.
+"""
+
+from __future__ import annotations
+
+from . import parsers as _parsers  # registers the built-in dialects
+from .errors import DeltaflowError as DeltaflowError
+from .errors import ModelOutputError as ModelOutputError
+from .errors import StateError as StateError
+from .errors import ToolSpecError as ToolSpecError
+from .errors import UnknownParserError as UnknownParserError
+from .messages import ChatMessage as ChatMessage
+from .messages import DeltaFunctionCall as DeltaFunctionCall
+from .messages import DeltaMessage as DeltaMessage
+from .messages import DeltaToolCall as DeltaToolCall
+from .messages import FunctionCall as FunctionCall
+from .messages import ToolCall as ToolCall
+from .pipeline.sync import ResponseParser as ResponseParser
+from .pipeline.sync import accumulate as accumulate
+from .pipeline.sync import parse_complete as parse_complete
+from .tools import ToolSpec as ToolSpec
+from .tools import normalize_tools as normalize_tools
+
+__version__ = "0.1.0"
+
+__all__ = (
+    "ChatMessage",
+    "DeltaFunctionCall",
+    "DeltaMessage",
+    "DeltaToolCall",
+    "DeltaflowError",
+    "FunctionCall",
+    "ModelOutputError",
+    "ResponseParser",
+    "StateError",
+    "ToolCall",
+    "ToolSpec",
+    "ToolSpecError",
+    "UnknownParserError",
+    "__version__",
+    "accumulate",
+    "normalize_tools",
+    "parse_complete",
+)
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "deltaflow").startswith("deltaflow."):
+        try:
+            _obj.__module__ = "deltaflow"
+        except (AttributeError, TypeError):  # pragma: no cover - builtins
+            pass
+del _name, _obj, _parsers

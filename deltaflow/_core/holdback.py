@@ -1,0 +1,70 @@
+"""Hold-back of marker prefixes at a chunk end.
+
+Rule: text is released as soon as it can no longer become part of a marker.
+At the end of a chunk, the longest suffix that is a *proper* prefix of a
+marker is held back; finding it looks at no more than the last
+``longest marker - 1`` characters, never at consumed text.
+
+Two modes (see DESIGN.md, "Model protocols"):
+
+* ``"any"``: every proper prefix of every marker is held (text may have been
+  re-chunked anywhere by a proxy or gateway);
+* ``"tokens"``: only the prefixes the dialect declares that its real tokenizer
+  can leave at a token boundary (none for a marker that is one special token).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = ("MarkerHoldback",)
+
+
+class MarkerHoldback:
+    """Finds how many trailing characters of a text could begin a marker.
+
+    Args:
+        markers: the markers to watch for.
+        token_prefixes: for ``mode="tokens"``, the prefixes a real tokenizer
+            can leave at a token boundary.
+        mode: ``"any"`` or ``"tokens"``.
+    """
+
+    __slots__ = ("_prefixes", "_firsts", "_maxlen")
+
+    def __init__(
+        self,
+        markers: Iterable[str],
+        token_prefixes: Iterable[str] = (),
+        mode: str = "any",
+    ) -> None:
+        if mode == "any":
+            prefixes = {m[:k] for m in markers for k in range(1, len(m))}
+        elif mode == "tokens":
+            markers = tuple(markers)
+            prefixes = set()
+            for p in token_prefixes:
+                if not any(m.startswith(p) and len(p) < len(m) for m in markers):
+                    continue  # a prefix of a marker this holdback does not watch
+                prefixes.add(p)
+        else:
+            raise ValueError(f"chunking must be 'any' or 'tokens', got {mode!r}")
+        self._prefixes = frozenset(prefixes)
+        self._firsts = frozenset(p[0] for p in prefixes)
+        self._maxlen = max((len(p) for p in prefixes), default=0)
+
+    def holds(self, fragment: str) -> bool:
+        """True if ``fragment`` (a whole chunk tail) must be held as a possible marker start."""
+        return fragment in self._prefixes
+
+    def held(self, text: str, start: int = 0) -> int:
+        """Return the length of the longest suffix of ``text[start:]`` that may begin a marker."""
+        n = len(text)
+        k = min(self._maxlen, n - start)
+        firsts = self._firsts
+        prefixes = self._prefixes
+        while k > 0:
+            if text[n - k] in firsts and text[n - k :] in prefixes:
+                return k
+            k -= 1
+        return 0

@@ -1,0 +1,246 @@
+"""Incremental, validating, lexical scanner for one JSON value.
+
+Rule: the scanner never deserializes. It walks the source text once, keeping
+only a stack of open containers and a small state, and reports
+
+* how far it consumed (``scan`` returns it): everything before that position
+  is never looked at again; what follows it (a partial escape, number or
+  literal at the chunk end) must be given again with more text;
+* the last *safe* position: a point where the text so far is a prefix of a
+  JSON value that :meth:`JsonScanner.closer` can complete by appending
+  closing characters only (after a complete value, right after ``{`` or
+  ``[``, or inside a string value). Streaming consumers emit up to the safe
+  position so that every emitted prefix can be closed without inventing a
+  key or a value.
+
+Long strings are crossed with one compiled-regex search per chunk, never a
+per-character Python loop.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ("JsonScanner",)
+
+_WS = re.compile(r"[ \t\n\r]*")
+_STR_STOP = re.compile(r'["\\\x00-\x1f]')
+_ESCAPE = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})')
+_ESCAPE_PREFIX = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?\Z")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_LITERALS = {"t": "true", "f": "false", "n": "null"}
+
+# States.
+VALUE = 0  # a value is expected
+OBJ_FIRST = 1  # after "{": a key or "}"
+KEY = 2  # after "," in an object: a key
+COLON = 3  # after a key
+ARR_FIRST = 4  # after "[": a value or "]"
+AFTER = 5  # after a value inside a container: "," or the closer
+STRING = 6  # inside a string (a key when ``in_key``)
+DONE = 7
+ERROR = 8
+
+
+class JsonScanner:
+    """Scans one JSON value incrementally (see the module docstring).
+
+    Attributes:
+        done: the top-level value is complete.
+        error: the text is not JSON; ``error_pos`` is where it went wrong.
+    """
+
+    __slots__ = ("_stack", "_state", "_in_key", "_fail_in_string", "error_pos")
+
+    def __init__(self) -> None:
+        self._stack: list[str] = []
+        self._state = VALUE
+        self._in_key = False
+        self._fail_in_string = False
+        self.error_pos = -1
+
+    @property
+    def done(self) -> bool:
+        return self._state == DONE
+
+    @property
+    def error(self) -> bool:
+        return self._state == ERROR
+
+    @property
+    def started(self) -> bool:
+        """True once the first character of the value was consumed."""
+        return self._state != VALUE or bool(self._stack)
+
+    @property
+    def in_string_value(self) -> bool:
+        return self._state == STRING and not self._in_key
+
+    def closer(self) -> str:
+        """Characters that complete the text up to the last safe position."""
+        tail = "".join(reversed(self._stack))
+        st = self._state
+        if (st == STRING and not self._in_key) or (st == ERROR and self._fail_in_string):
+            return '"' + tail
+        return tail
+
+    def _fail(self, pos: int, safe: int) -> tuple[int, int]:
+        # Between the last safe position and an error the stack is unchanged
+        # (every push or pop is itself a safe position), so closer() stays valid.
+        self._fail_in_string = self._state == STRING and not self._in_key
+        self._state = ERROR
+        self.error_pos = pos
+        return pos, safe
+
+    def scan(self, text: str, pos: int, final: bool = False) -> tuple[int, int]:
+        """Advance over ``text[pos:]``.
+
+        Args:
+            text: the text to scan.
+            pos: where to start (the position returned by the previous call
+                on the same text, or the start of new text).
+            final: no more text will follow.
+
+        Returns:
+            ``(consumed, safe)``: the position up to which input was consumed,
+            and the last safe position reached in this call (``-1`` if none).
+            Scanning stops right after the value completes (``done``) or at
+            the first error (``error``, ``error_pos``).
+        """
+        n = len(text)
+        stack = self._stack
+        st = self._state
+        safe = -1
+        while pos < n:
+            if st == STRING:
+                m = _STR_STOP.search(text, pos)
+                if m is None:
+                    pos = n
+                    if not self._in_key:
+                        safe = n
+                    break
+                i = m.start()
+                c = text[i]
+                if c == '"':
+                    pos = i + 1
+                    if self._in_key:
+                        st = COLON
+                    elif stack:
+                        st = AFTER
+                        safe = pos
+                    else:
+                        st = DONE
+                        safe = pos
+                        break
+                elif c == "\\":
+                    e = _ESCAPE.match(text, i)
+                    if e is None:
+                        if not final and _ESCAPE_PREFIX.match(text, i):
+                            pos = i  # partial escape: give it again with more text
+                            if not self._in_key:
+                                safe = i
+                            break
+                        self._state = st
+                        return self._fail(i, safe)
+                    pos = e.end()
+                else:  # a raw control character is not allowed in a JSON string
+                    self._state = st
+                    return self._fail(i, safe)
+                continue
+            c = text[pos]
+            if c in " \t\n\r":
+                pos = _WS.match(text, pos).end()
+                continue
+            if st == VALUE or st == ARR_FIRST:
+                if c == '"':
+                    st = STRING
+                    self._in_key = False
+                    pos += 1
+                    safe = pos
+                elif c == "{":
+                    stack.append("}")
+                    st = OBJ_FIRST
+                    pos += 1
+                    safe = pos
+                elif c == "[":
+                    stack.append("]")
+                    st = ARR_FIRST
+                    pos += 1
+                    safe = pos
+                elif c == "]" and st == ARR_FIRST:
+                    stack.pop()
+                    pos += 1
+                    safe = pos
+                    st = AFTER if stack else DONE
+                    if st == DONE:
+                        break
+                elif c == "-" or "0" <= c <= "9":
+                    m = _NUMBER.match(text, pos)
+                    if m is None:
+                        if not final and pos + 1 == n:  # a lone "-" at the chunk end
+                            break
+                        self._state = st
+                        return self._fail(pos, safe)
+                    if m.end() == n and not final:
+                        break  # the number may go on: give it again with more text
+                    pos = m.end()
+                    safe = pos
+                    st = AFTER if stack else DONE
+                    if st == DONE:
+                        break
+                elif c in _LITERALS:
+                    lit = _LITERALS[c]
+                    if text.startswith(lit, pos):
+                        pos += len(lit)
+                        safe = pos
+                        st = AFTER if stack else DONE
+                        if st == DONE:
+                            break
+                    elif not final and n - pos < len(lit) and lit.startswith(text[pos:]):
+                        break
+                    else:
+                        self._state = st
+                        return self._fail(pos, safe)
+                else:
+                    self._state = st
+                    return self._fail(pos, safe)
+            elif st == OBJ_FIRST or st == KEY:
+                if c == '"':
+                    st = STRING
+                    self._in_key = True
+                    pos += 1
+                elif c == "}" and st == OBJ_FIRST:
+                    stack.pop()
+                    pos += 1
+                    safe = pos
+                    st = AFTER if stack else DONE
+                    if st == DONE:
+                        break
+                else:
+                    self._state = st
+                    return self._fail(pos, safe)
+            elif st == COLON:
+                if c != ":":
+                    self._state = st
+                    return self._fail(pos, safe)
+                st = VALUE
+                pos += 1
+            elif st == AFTER:
+                top = stack[-1]
+                if c == ",":
+                    st = KEY if top == "}" else VALUE
+                    pos += 1
+                elif c == top:
+                    stack.pop()
+                    pos += 1
+                    safe = pos
+                    if not stack:
+                        st = DONE
+                        break
+                else:
+                    self._state = st
+                    return self._fail(pos, safe)
+            else:  # DONE or ERROR: nothing more is consumed
+                break
+        self._state = st
+        return pos, safe

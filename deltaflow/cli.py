@@ -1,0 +1,188 @@
+"""The ``deltaflow`` command line.
+
+Commands:
+    deltaflow parse [FILE|-] [options]   parse a model output (the bundled sample when FILE is omitted)
+    deltaflow parsers                    list the registered tool and reasoning parsers
+
+Exit status: 0 on success, 2 on a usage error (bad option, unknown parser,
+unreadable or invalid input file), 1 on an unexpected failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any, TextIO
+
+import msgspec
+
+from . import __version__
+from .errors import DeltaflowError
+from .parsers import registry
+from .pipeline.sync import ResponseParser, accumulate
+
+__all__ = ("main",)
+
+_SAMPLE = "sample_qwen3.txt"
+_SAMPLE_TOOLS = "sample_tools.json"
+_SAMPLE_TOOL_PARSER = "hermes"
+_SAMPLE_REASONING_PARSER = "qwen3"
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
+    return n
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="deltaflow",
+        description="Turn raw LLM output into content, reasoning_content and tool calls.",
+    )
+    ap.add_argument("--version", action="version", version=f"deltaflow {__version__}")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser(
+        "parse",
+        help="parse a model output",
+        description=(
+            "Parse a model output. Without FILE, parses the bundled sample (a Qwen3 output with "
+            f"reasoning and two tool calls) with --tool-parser {_SAMPLE_TOOL_PARSER} "
+            f"--reasoning-parser {_SAMPLE_REASONING_PARSER} and the sample's tools, unless given."
+        ),
+    )
+    p.add_argument("file", nargs="?", metavar="FILE", help="the model output; '-' reads standard input")
+    p.add_argument("--tool-parser", metavar="NAME", help="tool parser (see 'deltaflow parsers')")
+    p.add_argument("--reasoning-parser", metavar="NAME", help="reasoning parser (see 'deltaflow parsers')")
+    p.add_argument("--tools", metavar="TOOLS_JSON", help="a JSON file with the request's tools list")
+    p.add_argument("--no-thinking", action="store_true", help="thinking was disabled (enable_thinking=False)")
+    p.add_argument(
+        "--chunk-size",
+        type=_positive_int,
+        metavar="N",
+        help="feed the text in chunks of N characters (default: the whole text at once)",
+    )
+    p.add_argument(
+        "--output",
+        choices=("json", "deltas"),
+        default="json",
+        help="json: the complete message; deltas: one JSON delta per line (default: json)",
+    )
+    p.add_argument(
+        "--chunking",
+        choices=("any", "tokens"),
+        default="any",
+        help="marker hold-back mode (default: any)",
+    )
+
+    sub.add_parser("parsers", help="list the registered parsers", description="List the registered parsers.")
+    return ap
+
+
+def _read_text(path: str | None, stdin: TextIO) -> str:
+    if path is None:
+        return resources.files("deltaflow").joinpath("data", _SAMPLE).read_text(encoding="utf-8")
+    if path == "-":
+        return stdin.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise _UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise _UsageError(f"{path} is not UTF-8 text: {exc}") from None
+
+
+def _read_tools(path: str | None, sample: bool) -> list[Any] | None:
+    if path is None:
+        if not sample:
+            return None
+        raw = resources.files("deltaflow").joinpath("data", _SAMPLE_TOOLS).read_text(encoding="utf-8")
+        return json.loads(raw)  # type: ignore[no-any-return]
+    try:
+        with open(path, encoding="utf-8") as f:
+            tools = json.load(f)
+    except OSError as exc:
+        raise _UsageError(f"cannot read tools file {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise _UsageError(f"tools file {path} is not valid JSON: {exc}") from None
+    if isinstance(tools, dict) and "tools" in tools:
+        tools = tools["tools"]
+    if not isinstance(tools, list):
+        raise _UsageError(f"tools file {path} must hold a JSON list of tools (or {{\"tools\": [...]}})")
+    return tools
+
+
+def _cmd_parse(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
+    sample = args.file is None
+    tool_parser = args.tool_parser or (_SAMPLE_TOOL_PARSER if sample else None)
+    reasoning_parser = args.reasoning_parser or (_SAMPLE_REASONING_PARSER if sample else None)
+    if tool_parser is not None:
+        registry.get_tool_parser(tool_parser)  # unknown names fail before any input is read
+    if reasoning_parser is not None:
+        registry.get_reasoning_parser(reasoning_parser)
+    tools = _read_tools(args.tools, sample and args.tools is None and args.tool_parser is None)
+    parser = ResponseParser(
+        tool_parser,
+        reasoning_parser,
+        tools,
+        False if args.no_thinking else None,
+        chunking=args.chunking,
+    )
+    text = _read_text(args.file, stdin)
+    size = args.chunk_size or max(len(text), 1)
+    deltas = []
+    for i in range(0, len(text), size):
+        deltas.extend(parser.feed(text[i : i + size]))
+    deltas.extend(parser.feed("", final=True))
+    if args.output == "deltas":
+        enc = msgspec.json.Encoder()
+        for d in deltas:
+            stdout.write(enc.encode(d).decode("utf-8") + "\n")
+    else:
+        json.dump(accumulate(deltas).to_dict(), stdout, ensure_ascii=False, indent=2)
+        stdout.write("\n")
+    return 0
+
+
+def _cmd_parsers(stdout: TextIO) -> int:
+    stdout.write("tool parsers:\n")
+    for name in registry.tool_parser_names():
+        d = registry.get_tool_parser(name)
+        stdout.write(f"  {name:<14} {d.description}\n")
+    stdout.write("reasoning parsers:\n")
+    for name in registry.reasoning_parser_names():
+        r = registry.get_reasoning_parser(name)
+        opens = "starts inside reasoning" if r.starts_open else "reasoning opened by the model"
+        stdout.write(f"  {name:<14} {r.start} ... {r.end} ({opens})\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    ap = _build_parser()
+    args = ap.parse_args(argv)
+    try:
+        if args.command == "parsers":
+            return _cmd_parsers(stdout)
+        return _cmd_parse(args, stdin, stdout)
+    except (_UsageError, DeltaflowError, ValueError) as exc:
+        sys.stderr.write(f"deltaflow: error: {exc}\n")
+        return 2
+    except BrokenPipeError:  # pragma: no cover - e.g. piped into head
+        return 0

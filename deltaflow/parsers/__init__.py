@@ -1,0 +1,21 @@
+"""Model protocols: dialect declarations, drivers and the registry (sans-IO)."""
+
+from . import registry as registry
+from .dialects.json_tools import json_envelope_dialect as json_envelope_dialect
+from .json_envelope import JsonEnvelopeParser as JsonEnvelopeParser
+from .json_envelope import JsonEnvelopeSpec as JsonEnvelopeSpec
+from .spec import ReasoningSpec as ReasoningSpec
+from .spec import ToolDialect as ToolDialect
+from .spec import ToolParser as ToolParser
+from .spec import ToolParserContext as ToolParserContext
+
+__all__ = (
+    "JsonEnvelopeParser",
+    "JsonEnvelopeSpec",
+    "ReasoningSpec",
+    "ToolDialect",
+    "ToolParser",
+    "ToolParserContext",
+    "json_envelope_dialect",
+    "registry",
+)

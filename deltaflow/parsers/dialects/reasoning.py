@@ -1,0 +1,43 @@
+"""``<think>`` reasoning protocols (shared/dialects.md sections 0, 1 and 8a).
+
+Both start inside reasoning unless ``enable_thinking=False`` (the convention
+of vLLM and LMDeploy: many templates open ``<think>`` in the prompt, so the
+output carries only ``</think>``; a ``<think>`` the model writes itself is
+consumed as the opening marker). An output that never closes reasoning is all
+reasoning.
+
+Token prefixes, checked against shared/tokenizers (tests/unit/parsers):
+Qwen3 and DeepSeek-V3.1/R1-0528 encode ``<think>``/``</think>`` as single
+tokens; Qwen2.5 (QwQ, R1-Distill-Qwen) and Llama 3 (R1-Distill-Llama) split
+them as ``<th`` ``ink`` ``>`` and ``</`` ``think`` ``>``, and ``>`` may merge
+with the following newlines, leaving ``</think`` at a token boundary.
+"""
+
+from __future__ import annotations
+
+from ..registry import register_reasoning_parser
+from ..spec import ReasoningSpec
+
+_SPLIT_THINK_PREFIXES = ("<", "<th", "<think", "</", "</think")
+
+QWEN3 = register_reasoning_parser(
+    ReasoningSpec(
+        name="qwen3",
+        start="<think>",
+        end="</think>",
+        starts_open=True,
+        token_prefixes=_SPLIT_THINK_PREFIXES,
+        tokenizers=("qwen3", "qwen2.5"),
+    )
+)
+
+DEEPSEEK_R1 = register_reasoning_parser(
+    ReasoningSpec(
+        name="deepseek_r1",
+        start="<think>",
+        end="</think>",
+        starts_open=True,
+        token_prefixes=_SPLIT_THINK_PREFIXES,
+        tokenizers=("deepseek-v3.1", "qwen2.5", "llama3"),
+    )
+)

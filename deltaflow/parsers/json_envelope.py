@@ -1,0 +1,371 @@
+"""The JSON envelope driver: ``OPEN {"name": ..., "arguments": {...}} CLOSE``.
+
+Covers Hermes/Qwen (``<tool_call>``), InternLM (``<|action_start|><|plugin|>``,
+field ``parameters``) and Llama 3 JSON (optional ``<|python_tag|>``, calls
+joined by ``;``). Facts: shared/dialects.md sections 1-3.
+
+Rules of this driver:
+
+* The envelope object is scanned lexically, once. Its keys may come in any
+  order (Hermes 2 Pro writes ``arguments`` before ``name``); the name is
+  decoded when its string ends; the arguments value is streamed as its
+  *source text* (never deserialized and re-serialized: duplicate keys,
+  spacing and key order are kept) up to the last position where it can be
+  closed without inventing a key or a value (see ``_core/jsonscan.py``).
+* Held back: a partial opener or closer, a partial escape/number/literal,
+  and the arguments text after the last safe position (at most one key, a
+  colon and a partial scalar).
+* No arguments field: ``{}`` is emitted once when the object ends. An
+  arguments value written as a JSON string holding an object is held whole
+  and its decoded object text emitted.
+* ``final=True`` completes a named call (closing its arguments at the last
+  safe position); a call without a name is aborted and its raw text is
+  surfaced by the later stages. Text the call cannot use is surfaced too.
+* Malformed JSON ends the block at the offending character: a named call is
+  closed, the rest of the block goes back to the caller as text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import msgspec
+
+from .._core.jsonscan import JsonScanner
+from ..items import ToolDelta
+from .spec import ToolParserContext
+
+__all__ = ("JsonEnvelopeParser", "JsonEnvelopeSpec")
+
+_WS = re.compile(r"[ \t\n\r]*")
+_decode = msgspec.json.Decoder().decode
+
+# Parser states.
+_OPEN, _PRE, _KEY0, _KEY, _KEYSTR, _COLON, _VAL, _NAME, _ARGS, _ARGSTR, _SKIP, _AFTER, _POST, _DONE = range(14)
+# States whose input may begin with insignificant whitespace.
+_WS_FIRST = frozenset((_OPEN, _PRE, _KEY0, _KEY, _COLON, _VAL, _AFTER))
+
+
+@dataclass(frozen=True)
+class JsonEnvelopeSpec:
+    """Declaration of a JSON-envelope tool format.
+
+    Attributes:
+        open: the opener marker sequence (whitespace allowed between markers).
+        close: the marker after the object, or None (the object ends the call).
+        args_fields: keys holding the arguments, in order of preference.
+        name_field: key holding the function name.
+        bare_object: a block may also start directly with ``{`` (no opener).
+        separator: a character joining several calls in one block (``;``).
+    """
+
+    open: tuple[str, ...]
+    close: str | None
+    args_fields: tuple[str, ...] = ("arguments",)
+    name_field: str = "name"
+    bare_object: bool = False
+    separator: str | None = None
+
+
+class JsonEnvelopeParser:
+    """Parses one JSON-envelope tool block (see the module docstring)."""
+
+    __slots__ = (
+        "done", "_ctx", "_spec", "_state", "_call", "_named", "_name_key", "_args_key",
+        "_scan", "_key_parts", "_val_parts", "_pending", "_emit_from", "_raw_from",
+        "_open_idx", "_args_started", "_args_done", "_text",
+    )
+
+    def __init__(self, ctx: ToolParserContext, spec: JsonEnvelopeSpec) -> None:
+        self.done = False
+        self._ctx = ctx
+        self._spec = spec
+        self._state = _OPEN
+        self._open_idx = 0
+        self._text = ""
+        self._raw_from = 0
+        self._new_call()
+
+    def _new_call(self) -> None:
+        self._call = self._ctx.new_call()
+        self._named = False
+        self._args_started = False
+        self._args_done = False
+        self._name_key = False
+        self._args_key = False
+        self._scan = JsonScanner()
+        self._key_parts: list[str] = []
+        self._val_parts: list[str] = []
+        self._pending: list[str] = []
+        self._emit_from = 0
+
+    # -- emission helpers ---------------------------------------------------
+    def _emit(self, out: list[object], pos: int, *, name: str | None = None, args: str = "",
+              end: bool = False, abort: bool = False) -> None:
+        text = self._text
+        raw = text[self._raw_from:pos] if pos > self._raw_from else ""
+        self._raw_from = max(self._raw_from, pos)
+        out.append(ToolDelta(call=self._call, channel=self._ctx.channel, name=name, args=args,
+                             raw=raw, end=end, abort=abort))
+
+    def _flush_args(self, out: list[object], safe: int, consumed: int) -> None:
+        """Emit arguments text up to ``safe``; keep ``[safe, consumed)`` pending.
+
+        In this state raw text and arguments text coincide: text becomes raw
+        of the call only when it is emitted as arguments. Pending text that
+        never is (the call is cut short) is surfaced by :meth:`_malformed`.
+        """
+        text = self._text
+        ef = self._emit_from
+        if safe >= ef:
+            frag = text[ef:safe]
+            if self._pending:
+                frag = "".join(self._pending) + frag
+                self._pending = []
+            if frag:
+                out.append(ToolDelta(call=self._call, channel=self._ctx.channel, args=frag, raw=frag))
+            ef = safe
+        if consumed > ef:
+            self._pending.append(text[ef:consumed])
+            ef = consumed
+        self._emit_from = self._raw_from = ef
+
+    # -- the machine ----------------------------------------------------------
+    def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
+        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolParser`)."""
+        self._text = text
+        self._raw_from = start
+        self._emit_from = start
+        pos = self._run(text, start, out, final)
+        if not self.done:
+            if final:
+                pos = self._malformed(out, len(text))
+            elif pos > self._raw_from:
+                self._emit(out, pos)
+        self._text = ""
+        return pos
+
+    def _run(self, text: str, pos: int, out: list[object], final: bool) -> int:
+        spec = self._spec
+        n = len(text)
+        while True:
+            st = self._state
+            if st == _POST:
+                pos, more = self._post(text, pos, out, final)
+                if more:
+                    continue
+                return pos
+            if st in _WS_FIRST:
+                pos = _WS.match(text, pos).end()
+            if pos >= n:
+                return pos
+            c = text[pos]
+            if st == _OPEN:
+                if self._open_idx == 0 and spec.bare_object and c == "{":
+                    self._state = _PRE
+                    continue
+                marker = spec.open[self._open_idx]
+                if text.startswith(marker, pos):
+                    pos += len(marker)
+                    self._open_idx += 1
+                    if self._open_idx == len(spec.open):
+                        self._state = _PRE
+                    continue
+                if not final and marker.startswith(text[pos:]):
+                    return pos  # a partial marker: held by the caller
+                return self._malformed(out, pos)
+            if st == _PRE:
+                if c != "{":
+                    return self._malformed(out, pos)
+                pos += 1
+                self._state = _KEY0
+            elif st == _KEY0 or st == _KEY:
+                if c == '"':
+                    self._scan = JsonScanner()
+                    self._key_parts = []
+                    self._state = _KEYSTR
+                elif c == "}" and st == _KEY0:
+                    pos += 1
+                    if not self._object_end(out, pos):
+                        return self._malformed(out, pos)
+                else:
+                    return self._malformed(out, pos)
+            elif st == _KEYSTR or st == _NAME or st == _ARGSTR:
+                begin = pos
+                pos, _ = self._scan.scan(text, pos, final)
+                if self._scan.error:
+                    return self._malformed(out, self._scan.error_pos)
+                parts = self._key_parts if st == _KEYSTR else self._val_parts
+                parts.append(text[begin:pos])
+                if not self._scan.done:
+                    return pos
+                source = "".join(parts)
+                if st == _KEYSTR:
+                    key = _decode(source)
+                    self._name_key = key == spec.name_field and not self._named
+                    self._args_key = key in spec.args_fields and not self._args_started
+                    self._state = _COLON
+                elif st == _NAME:
+                    name = _decode(source)
+                    if not name:
+                        return self._malformed(out, pos)
+                    self._named = True
+                    self._emit(out, pos, name=name)
+                    self._state = _AFTER
+                else:  # the arguments were written as a JSON string holding an object
+                    inner = _decode(source)
+                    check = JsonScanner()
+                    end, _ = check.scan(inner, 0, True)
+                    if not check.done or inner[:1] != "{" or inner[end:].strip():
+                        return self._malformed(out, pos)
+                    self._args_started = self._args_done = True
+                    self._emit(out, pos, args=inner)
+                    self._state = _AFTER
+            elif st == _COLON:
+                if c != ":":
+                    return self._malformed(out, pos)
+                pos += 1
+                self._state = _VAL
+            elif st == _VAL:
+                self._scan = JsonScanner()
+                if self._name_key:
+                    if c != '"':
+                        return self._malformed(out, pos)
+                    self._val_parts = []
+                    self._state = _NAME
+                elif not self._args_key:
+                    self._state = _SKIP
+                elif c == "{":
+                    self._args_started = True
+                    if pos > self._raw_from:
+                        self._emit(out, pos)  # the key, so that raw and arguments coincide
+                    self._emit_from = self._raw_from = pos
+                    self._pending = []
+                    self._state = _ARGS
+                elif c == '"':
+                    self._val_parts = []
+                    self._state = _ARGSTR
+                elif text.startswith("null", pos):
+                    pos += 4
+                    self._args_started = self._args_done = True
+                    self._emit(out, pos, args="{}")
+                    self._state = _AFTER
+                elif not final and "null".startswith(text[pos:]):
+                    return pos  # maybe a partial "null"
+                else:
+                    return self._malformed(out, pos)
+            elif st == _ARGS:
+                consumed, safe = self._scan.scan(text, pos, final)
+                if self._scan.error:
+                    self._flush_args(out, safe, max(safe, self._emit_from))
+                    return self._malformed(out, self._scan.error_pos)
+                self._flush_args(out, safe, consumed)
+                pos = consumed
+                if not self._scan.done:
+                    return pos
+                self._args_done = True
+                self._state = _AFTER
+            elif st == _SKIP:
+                pos, _ = self._scan.scan(text, pos, final)
+                if self._scan.error:
+                    return self._malformed(out, self._scan.error_pos)
+                if not self._scan.done:
+                    return pos
+                self._state = _AFTER
+            elif st == _AFTER:
+                if c == ",":
+                    pos += 1
+                    self._state = _KEY
+                elif c == "}":
+                    pos += 1
+                    if not self._object_end(out, pos):
+                        return self._malformed(out, pos)
+                else:
+                    return self._malformed(out, pos)
+            else:  # pragma: no cover - _DONE is never run
+                return pos
+
+    def _object_end(self, out: list[object], pos: int) -> bool:
+        """The envelope object closed at ``pos``: end the call (False if it has no name)."""
+        if not self._named:
+            return False
+        if not self._args_started:
+            self._args_started = self._args_done = True
+            self._emit(out, pos, args="{}", end=True)
+        else:
+            self._emit(out, pos, end=True)
+        self._state = _POST
+        return True
+
+    def _post(self, text: str, pos: int, out: list[object], final: bool) -> tuple[int, bool]:
+        """After the object: an optional closer, or a separator and another call.
+
+        Returns ``(pos, more)``; ``more`` is True when another call of the
+        same block starts at ``pos``.
+        """
+        spec = self._spec
+        n = len(text)
+        ws_end = _WS.match(text, pos).end()
+        if spec.close is not None:
+            if text.startswith(spec.close, ws_end):
+                end = ws_end + len(spec.close)
+                self._emit_raw(out, end)
+                return self._finish_block(end), False
+            rest = text[ws_end:]
+            if spec.close.startswith(rest):  # whitespace, or a partial closer
+                if not final:
+                    return pos, False  # held by the caller
+                if rest:  # a closer cut short at the very end belongs to the call
+                    self._emit_raw(out, n)
+                    return self._finish_block(n), False
+            return self._finish_block(pos), False
+        if spec.separator is not None:
+            if ws_end >= n and not final:
+                return pos, False
+            if text.startswith(spec.separator, ws_end):
+                nxt = _WS.match(text, ws_end + len(spec.separator)).end()
+                if nxt >= n and not final:
+                    return pos, False
+                if nxt < n and text[nxt] == "{":
+                    # Another call in the same block; the separator is raw text of the new call.
+                    self._new_call()
+                    self._raw_from = pos
+                    self._open_idx = len(spec.open)
+                    self._state = _PRE
+                    return nxt, True
+        return self._finish_block(pos), False
+
+    def _emit_raw(self, out: list[object], end: int) -> None:
+        out.append(ToolDelta(call=self._call, channel=self._ctx.channel,
+                             raw=self._text[self._raw_from:end]))
+        self._raw_from = end
+
+    def _finish_block(self, pos: int) -> int:
+        self._state = _DONE
+        self.done = True
+        return pos
+
+    def _malformed(self, out: list[object], pos: int) -> int:
+        """The block cannot go on at ``pos``: end the call, give the rest back as text.
+
+        A named call is completed first (its arguments closed at the last safe
+        position, or ``{}``); its unemitted pending argument text stays part of
+        its raw text. Everything consumed but not yet attributed is aborted, so
+        the later stages surface it (with all of an unnamed call's raw text).
+        """
+        if self._named and not self._args_done:
+            if not self._args_started:
+                args = "{}"
+            else:
+                args = self._scan.closer()
+            out.append(ToolDelta(call=self._call, channel=self._ctx.channel, args=args, end=True))
+            self._args_done = True
+        raw = self._text[self._raw_from:pos] if pos > self._raw_from else ""
+        if self._pending:
+            raw = "".join(self._pending) + raw
+            self._pending = []
+        self._raw_from = max(pos, self._raw_from)
+        if raw or not self._named:
+            out.append(ToolDelta(call=self._call, channel=self._ctx.channel, raw=raw, abort=True))
+        return self._finish_block(pos)

@@ -1,0 +1,105 @@
+"""Dialect declarations: what a model protocol *is*, as frozen data.
+
+A dialect is declared, not overridden (DESIGN.md principle 3): markers,
+argument field names, whether reasoning starts open, which marker prefixes a
+real tokenizer can leave at a token boundary. Shared drivers do the logic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ..items import Channel, ToolDelta
+    from ..tools import ToolSpec
+
+__all__ = ("ReasoningSpec", "ToolDialect", "ToolParser", "ToolParserContext")
+
+
+@dataclass(frozen=True)
+class ReasoningSpec:
+    """A reasoning protocol: reasoning text between a start and an end marker.
+
+    Attributes:
+        name: registry name (``reasoning_parser=``).
+        start: the opening marker (consumed when it is the first non-blank
+            text of the output).
+        end: the closing marker.
+        starts_open: the output starts inside reasoning (the prompt opened it)
+            unless ``enable_thinking=False``.
+        token_prefixes: proper prefixes of ``start``/``end`` that the
+            dialect's real tokenizers can leave at a token boundary (used by
+            ``chunking="tokens"``); empty when both markers are single tokens.
+        tokenizers: names of reference tokenizers under ``shared/tokenizers``
+            that the declared prefixes were checked against.
+    """
+
+    name: str
+    start: str
+    end: str
+    starts_open: bool = True
+    token_prefixes: tuple[str, ...] = ()
+    tokenizers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ToolParserContext:
+    """What a tool parser is given when a tool block opens.
+
+    Attributes:
+        channel: the channel the block was opened from.
+        new_call: returns the next response-wide call number.
+        tools: the offered tools by name (for schema-driven conversion), or None.
+        dialect: the dialect's registry name (for error messages).
+    """
+
+    channel: Channel
+    new_call: Callable[[], int]
+    tools: Mapping[str, ToolSpec] | None
+    dialect: str
+
+
+class ToolParser(Protocol):
+    """One outer tool block of a dialect (h11's reader contract).
+
+    ``feed_tool_block(text, out, final, start)`` consumes what it can of
+    ``text[start:]``, appends :class:`~deltaflow.items.ToolDelta` events to
+    ``out`` and returns the position up to which it consumed. It never
+    consumes text after its block. When ``done`` is False, the caller holds
+    ``text[returned:]`` and gives it again, followed by new text; the parser
+    keeps that tail short (a partial marker, escape, number or literal).
+    With ``final=True`` the parser must end (``done`` becomes True).
+    """
+
+    done: bool
+
+    def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int: ...
+
+
+@dataclass(frozen=True)
+class ToolDialect:
+    """A tool-call protocol.
+
+    Attributes:
+        name: registry name (``tool_parser=``).
+        openers: markers that open a tool block anywhere in the text.
+        start_openers: markers that open a tool block only where nothing but
+            whitespace came before in that channel (e.g. Llama 3's bare ``{``).
+        factory: builds the parser for one block; it receives the context and
+            the text handed to it starts at the opener (possibly after
+            whitespace between two blocks, which the parser consumes).
+        token_prefixes: proper prefixes of ``openers`` that the dialect's real
+            tokenizers can leave at a token boundary (``chunking="tokens"``).
+        tokenizers: names of reference tokenizers under ``shared/tokenizers``.
+        description: one line for ``deltaflow parsers``.
+    """
+
+    name: str
+    openers: tuple[str, ...]
+    factory: Callable[[ToolParserContext], ToolParser] = field(compare=False)
+    start_openers: tuple[str, ...] = ()
+    token_prefixes: tuple[str, ...] = ()
+    tokenizers: tuple[str, ...] = ()
+    description: str = ""

@@ -1,0 +1,207 @@
+"""The synchronous composition of the parsing stages.
+
+``ResponseParser`` chains, for one response::
+
+    reasoning splitter -> tool block feeder -> identity-first buffer -> name filter -> framer
+
+``parse_complete`` feeds a whole text through the same chain with
+``final=True`` and accumulates the deltas: there is no second grammar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..errors import StateError
+from ..messages import ChatMessage, DeltaMessage, FunctionCall, ToolCall
+from ..parsers import registry
+from ..stages.framer import DeltaFramer
+from ..stages.identity import IdentityFirstBuffer
+from ..stages.name_filter import NameFilter, new_call_id
+from ..stages.reasoning import ReasoningSplitter
+from ..stages.tool_feeder import ToolBlockFeeder
+from ..tools import normalize_tools
+
+__all__ = ("ResponseParser", "accumulate", "parse_complete")
+
+_CHUNKINGS = ("any", "tokens")
+
+
+class ResponseParser:
+    """Parses one model response, chunk by chunk, into :class:`~deltaflow.messages.DeltaMessage` s.
+
+    One instance per response; not shared, not reset.
+
+    Args:
+        tool_parser: a registered tool parser name (``deltaflow parsers``
+            lists them), or None for no tool parsing.
+        reasoning_parser: a registered reasoning parser name, or None.
+        tools: the request's tools (OpenAI or Anthropic format). When given,
+            calls to other names are never emitted (their text is surfaced
+            as content).
+        enable_thinking: False turns reasoning splitting off (the prompt
+            disabled thinking); None or True: the dialect's default.
+        chunking: ``"any"`` (default) holds every proper prefix of a marker
+            at a chunk end, so text may be re-chunked anywhere;
+            ``"tokens"`` holds only the prefixes the dialect's real
+            tokenizer can leave at a token boundary, for token-aligned input.
+        id_factory: makes ids for calls (default: ``call_`` + 24 hex digits).
+
+    Raises:
+        UnknownParserError: an unregistered parser name (a ``ValueError``).
+        ToolSpecError: an invalid ``tools`` entry (a ``ValueError``).
+    """
+
+    __slots__ = ("_splitter", "_chain", "_framer", "_filter", "_final")
+
+    def __init__(
+        self,
+        tool_parser: str | None = None,
+        reasoning_parser: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        enable_thinking: bool | None = None,
+        *,
+        chunking: str = "any",
+        id_factory: Callable[[], str] = new_call_id,
+    ) -> None:
+        if chunking not in _CHUNKINGS:
+            raise ValueError(f"chunking must be 'any' or 'tokens', got {chunking!r}")
+        if enable_thinking is not None and not isinstance(enable_thinking, bool):
+            raise TypeError(f"enable_thinking must be a bool or None, got {type(enable_thinking).__name__}")
+        dialect = registry.get_tool_parser(tool_parser) if tool_parser is not None else None
+        rspec = registry.get_reasoning_parser(reasoning_parser) if reasoning_parser is not None else None
+        specs = normalize_tools(tools)
+        by_name = {s.name: s for s in specs} if specs is not None else None
+        self._splitter = ReasoningSplitter(rspec, enabled=enable_thinking is not False, chunking=chunking)
+        self._chain: list[Any] = []
+        self._filter: NameFilter | None = None
+        if dialect is not None:
+            self._filter = NameFilter(None if by_name is None else by_name.keys(), id_factory)
+            self._chain = [
+                ToolBlockFeeder(dialect, tools=by_name, chunking=chunking),
+                IdentityFirstBuffer(),
+                self._filter,
+            ]
+        self._framer = DeltaFramer()
+        self._final = False
+
+    @property
+    def tool_calls_emitted(self) -> int:
+        """How many tool calls were emitted so far."""
+        return self._framer.calls_emitted
+
+    def feed(self, text: str, final: bool = False, *, finish_reason: str | None = None) -> list[DeltaMessage]:
+        """Parse the next chunk of model output.
+
+        Args:
+            text: the chunk (any split of the output; may be empty).
+            final: the output ended with this chunk: held text is released,
+                an arguments object already started is closed.
+            finish_reason: with ``final``, set on the last delta (``"stop"``
+                becomes ``"tool_calls"`` when a call was emitted).
+
+        Returns:
+            The deltas that are now stable: possibly several, possibly none.
+
+        Raises:
+            StateError: called again after ``final=True``.
+            TypeError: ``text`` is not a str.
+        """
+        if self._final:
+            raise StateError("feed() called after final=True; use one ResponseParser per response")
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        items: list[Any] = self._splitter.feed(text) if text else []
+        if final:
+            self._final = True
+            items.extend(self._splitter.finish())
+        for stage in self._chain:
+            if len(items) == 1 and not final:
+                items = stage.feed(items[0])
+                continue
+            nxt: list[Any] = []
+            for it in items:
+                nxt.extend(stage.feed(it))
+            if final:
+                nxt.extend(stage.finish())
+            items = nxt
+        deltas = self._framer.frame(items) if items else []
+        if final and finish_reason is not None:
+            if finish_reason == "stop" and self._framer.calls_emitted:
+                finish_reason = "tool_calls"
+            if deltas:
+                last = deltas[-1]
+                last.finish_reason = finish_reason
+            else:
+                deltas.append(DeltaMessage(finish_reason=finish_reason))
+        return deltas
+
+
+def accumulate(deltas: Iterable[DeltaMessage]) -> ChatMessage:
+    """Rebuild the complete message from a stream of deltas.
+
+    Content and reasoning pieces are joined (``None`` when empty); tool-call
+    fragments are joined by index.
+    """
+    content: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, list[Any]] = {}
+    finish: str | None = None
+    for d in deltas:
+        if d.content:
+            content.append(d.content)
+        if d.reasoning_content:
+            reasoning.append(d.reasoning_content)
+        for tc in d.tool_calls:
+            entry = calls.get(tc.index)
+            if entry is None:
+                entry = calls[tc.index] = [tc.id or "", tc.function.name or "", []]
+            else:
+                if tc.id:
+                    entry[0] = tc.id
+                if tc.function.name:
+                    entry[1] = tc.function.name
+            if tc.function.arguments:
+                entry[2].append(tc.function.arguments)
+        if d.finish_reason is not None:
+            finish = d.finish_reason
+    return ChatMessage(
+        content="".join(content) or None,
+        reasoning_content="".join(reasoning) or None,
+        tool_calls=[
+            ToolCall(id=cid, function=FunctionCall(name=name, arguments="".join(args)))
+            for _, (cid, name, args) in sorted(calls.items())
+        ],
+        finish_reason=finish,
+    )
+
+
+def parse_complete(
+    text: str,
+    *,
+    tool_parser: str | None = None,
+    reasoning_parser: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    enable_thinking: bool | None = None,
+    id_factory: Callable[[], str] = new_call_id,
+) -> ChatMessage:
+    """Parse a complete model output.
+
+    Feeds ``text`` through a :class:`ResponseParser` with ``final=True`` and
+    accumulates the deltas, so the result is exactly what the stream rebuilds.
+
+    Args:
+        text: the whole output.
+        tool_parser: see :class:`ResponseParser`.
+        reasoning_parser: see :class:`ResponseParser`.
+        tools: see :class:`ResponseParser`.
+        enable_thinking: see :class:`ResponseParser`.
+        id_factory: see :class:`ResponseParser`.
+
+    Returns:
+        The message: ``content``, ``reasoning_content`` (pieces joined; None
+        when empty) and ``tool_calls``.
+    """
+    parser = ResponseParser(tool_parser, reasoning_parser, tools, enable_thinking, id_factory=id_factory)
+    return accumulate(parser.feed(text, final=True))

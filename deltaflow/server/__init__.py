@@ -1,0 +1,1 @@
+"""The ASGI server (``deltaflow serve``) lives here once the wire protocols land."""

@@ -1,0 +1,192 @@
+"""Tool block feeder: finds tool blocks in either channel and feeds the dialect's tool parser.
+
+Stable-prefix guarantee: outside a block, text is released at once except a
+chunk tail that could begin an opener, and whitespace right after a block
+(held until it is known whether another block follows). Inside a block the
+parser decides (see :class:`~deltaflow.parsers.spec.ToolParser`); this stage
+holds only the short tail the parser did not consume.
+
+Rules:
+
+* An opener starts a block in the content and in the reasoning channel; the
+  block's events carry the channel it was opened from, and text after the
+  block continues in the channel the splitter says.
+* Whitespace between two blocks is swallowed (it becomes raw text of the
+  next call) only when another block follows; otherwise it stays text.
+* A start opener (Llama 3's bare ``{``) opens a block only where nothing but
+  whitespace came before in that channel.
+* Call numbers are response-wide and sequential.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from .._core.holdback import MarkerHoldback
+from ..errors import StateError
+from ..items import Channel, ChannelText
+from ..parsers.spec import ToolDialect, ToolParser, ToolParserContext
+from ..tools import ToolSpec
+
+__all__ = ("ToolBlockFeeder",)
+
+_WS = re.compile(r"[ \t\r\n]*")
+
+
+class ToolBlockFeeder:
+    """Routes text around tool blocks and feeds the blocks to the dialect's parser.
+
+    Args:
+        dialect: the tool dialect.
+        tools: the offered tools by name (for parsers that convert by schema).
+        chunking: ``"any"`` or ``"tokens"``.
+    """
+
+    name = "tools"
+
+    def __init__(
+        self,
+        dialect: ToolDialect,
+        *,
+        tools: Mapping[str, ToolSpec] | None = None,
+        chunking: str = "any",
+    ) -> None:
+        self._dialect = dialect
+        self._tools = tools
+        openers = dialect.openers
+        self._opener = openers[0] if len(openers) == 1 else None
+        self._open_re = re.compile("|".join(re.escape(o) for o in openers))
+        self._hb = MarkerHoldback(openers, dialect.token_prefixes, chunking)
+        self._start_openers = dialect.start_openers
+        self._started: set[Channel] = set()
+        self._parser: ToolParser | None = None
+        self._buf = ""
+        self._buf_channel = Channel.CONTENT
+        self._after_block = False
+        self._calls = 0
+        self._finished = False
+
+    def _new_call(self) -> int:
+        n = self._calls
+        self._calls += 1
+        return n
+
+    @property
+    def calls(self) -> int:
+        """How many calls the parsers started so far (accepted or not)."""
+        return self._calls
+
+    def feed(self, item: object) -> list[object]:
+        """Route one item; items other than :class:`ChannelText` pass through."""
+        if item.__class__ is not ChannelText:
+            return [item]
+        assert isinstance(item, ChannelText)
+        out: list[object] = []
+        text = item.text
+        ch = item.channel
+        if self._buf:
+            if self._parser is None and self._buf_channel is not ch:
+                self._release_held(out)
+            else:
+                text = self._buf + text
+                self._buf = ""
+        self._process(text, ch, out, False)
+        return out
+
+    def finish(self) -> list[object]:
+        """The input ended: end an open block and release held text."""
+        if self._finished:
+            raise StateError("ToolBlockFeeder.finish() called twice")
+        self._finished = True
+        out: list[object] = []
+        text, self._buf = self._buf, ""
+        if self._parser is not None or text:
+            self._process(text, self._buf_channel, out, True)
+        return out
+
+    def _release_held(self, out: list[object]) -> None:
+        out.append(ChannelText(self._buf_channel, self._buf))
+        self._buf = ""
+        self._after_block = False
+
+    def _hold(self, text: str, ch: Channel) -> None:
+        self._buf = text
+        self._buf_channel = ch
+
+    def _start(self, ch: Channel) -> None:
+        self._parser = self._dialect.factory(
+            ToolParserContext(channel=ch, new_call=self._new_call, tools=self._tools, dialect=self._dialect.name)
+        )
+
+    def _find(self, text: str, pos: int) -> int:
+        if self._opener is not None:
+            return text.find(self._opener, pos)
+        m = self._open_re.search(text, pos)
+        return m.start() if m else -1
+
+    def _at_opener(self, text: str, pos: int) -> bool:
+        if self._open_re.match(text, pos):
+            return True
+        return bool(self._start_openers) and self._started_at(text, pos)
+
+    def _started_at(self, text: str, pos: int) -> bool:
+        return any(text.startswith(o, pos) for o in self._start_openers)
+
+    def _process(self, text: str, ch: Channel, out: list[object], final: bool) -> None:
+        pos = 0
+        n = len(text)
+        while True:
+            parser = self._parser
+            if parser is not None:
+                end = parser.feed_tool_block(text, out, final, pos)
+                if not parser.done:
+                    if end < n:
+                        self._hold(text[end:], ch)
+                    return
+                self._parser = None
+                pos = end
+                self._after_block = True
+            if pos >= n:
+                return
+            if self._after_block:
+                ws_end = _WS.match(text, pos).end()
+                if ws_end >= n and not final:
+                    self._hold(text[pos:], ch)
+                    return
+                if ws_end < n and (
+                    self._open_re.match(text, ws_end)
+                    or (self._start_openers and ch not in self._started and self._started_at(text, ws_end))
+                ):
+                    self._start(ch)  # the whitespace becomes raw text of the next call
+                    continue
+                if not final and ws_end < n and self._hb.holds(text[ws_end:]):
+                    self._hold(text[pos:], ch)
+                    return
+                self._after_block = False
+            if self._start_openers and ch not in self._started:
+                ws_end = _WS.match(text, pos).end()
+                if ws_end < n:
+                    if self._started_at(text, ws_end):
+                        if ws_end > pos:
+                            out.append(ChannelText(ch, text[pos:ws_end]))
+                        pos = ws_end
+                        self._start(ch)
+                        continue
+                    if not self._open_re.match(text, ws_end):
+                        self._started.add(ch)
+            i = self._find(text, pos)
+            if i >= 0:
+                if i > pos:
+                    out.append(ChannelText(ch, text[pos:i]))
+                    if self._start_openers and ch not in self._started and text[pos:i].strip():
+                        self._started.add(ch)
+                pos = i
+                self._start(ch)
+                continue
+            k = 0 if final else self._hb.held(text, pos)
+            if n - k > pos:
+                out.append(ChannelText(ch, text[pos : n - k] if (pos or k) else text))
+            if k:
+                self._hold(text[n - k :], ch)
+            return
