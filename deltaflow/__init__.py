@@ -3,8 +3,6 @@
 The public API is re-exported here; see the README for a tour.
 """
 
-from __future__ import annotations
-
 from . import parsers as _parsers  # registers the built-in dialects
 from .errors import DeltaflowError as DeltaflowError
 from .errors import ModelOutputError as ModelOutputError

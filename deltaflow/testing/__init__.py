@@ -1,0 +1,133 @@
+"""Public test helpers: chunkings, the stream-equals-complete check, the shared corpus and tokenizers.
+
+Modelled on h11's ``tr()``: run a case whole, one character at a time, at
+given split points, and assert that the streamed deltas rebuild what
+:func:`deltaflow.parse_complete` returns.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..messages import ChatMessage, DeltaMessage
+from ..pipeline.sync import ResponseParser, accumulate, parse_complete
+
+__all__ = (
+    "check_chunkings",
+    "corpus_vectors",
+    "feed_chunks",
+    "load_tokenizer",
+    "message_key",
+    "random_chunks",
+    "shared_dir",
+    "split_at",
+)
+
+
+def split_at(text: str, points: Iterable[int]) -> list[str]:
+    """Split ``text`` at the given positions (duplicates and out-of-range points ignored)."""
+    cuts = sorted({p for p in points if 0 < p < len(text)})
+    out = []
+    prev = 0
+    for c in cuts:
+        out.append(text[prev:c])
+        prev = c
+    out.append(text[prev:])
+    return out
+
+
+def random_chunks(text: str, seed: int, max_size: int = 8) -> list[str]:
+    """Split ``text`` into chunks of 1..max_size characters, reproducibly from ``seed``."""
+    rnd = random.Random(seed)
+    out = []
+    i = 0
+    while i < len(text):
+        k = rnd.randint(1, max_size)
+        out.append(text[i : i + k])
+        i += k
+    return out or [""]
+
+
+def feed_chunks(chunks: Sequence[str], **kwargs: Any) -> list[DeltaMessage]:
+    """Feed ``chunks`` to a new :class:`~deltaflow.ResponseParser` built with ``kwargs``; return all deltas."""
+    parser = ResponseParser(**kwargs)
+    deltas: list[DeltaMessage] = []
+    for c in chunks:
+        deltas.extend(parser.feed(c))
+    deltas.extend(parser.feed("", final=True))
+    return deltas
+
+
+def message_key(m: ChatMessage) -> tuple[Any, ...]:
+    """What two messages must share to be equal (call ids are random, so they are left out)."""
+    return (
+        m.content,
+        m.reasoning_content,
+        tuple((c.type, c.function.name, c.function.arguments) for c in m.tool_calls),
+    )
+
+
+def check_chunkings(text: str, *, seeds: Iterable[int] = range(5), **kwargs: Any) -> ChatMessage:
+    """Assert that whole, per-character and random chunkings all rebuild ``parse_complete``.
+
+    Returns:
+        The complete message.
+    """
+    chunking = kwargs.pop("chunking", "any")
+    full = parse_complete(text, **kwargs)
+    want = message_key(full)
+    runs: list[tuple[str, list[str]]] = [("whole", [text]), ("chars", list(text) or [""])]
+    runs += [(f"seed={s}", random_chunks(text, s)) for s in seeds]
+    for label, chunks in runs:
+        got = message_key(accumulate(feed_chunks(chunks, chunking=chunking, **kwargs)))
+        assert got == want, f"{label} chunking of {text!r}: {got!r} != {want!r}"
+    return full
+
+
+def shared_dir() -> Path | None:
+    """The ``shared/`` folder beside the checkout (or ``$DELTAFLOW_SHARED``), if present."""
+    env = os.environ.get("DELTAFLOW_SHARED")
+    candidates = [Path(env)] if env else []
+    here = Path(__file__).resolve()
+    candidates += [p / "shared" for p in here.parents[:4]] + [Path.cwd().parent / "shared"]
+    for c in candidates:
+        if (c / "corpus").is_dir() or (c / "tokenizers").is_dir():
+            return c
+    return None
+
+
+def corpus_vectors(files: Iterable[str] = ("vllm", "sglang", "lmdeploy", "llamacpp")) -> Iterator[dict[str, Any]]:
+    """Yield the conformance vectors of ``shared/corpus/<file>.jsonl`` (nothing when absent)."""
+    root = shared_dir()
+    if root is None:
+        return
+    for name in files:
+        path = root / "corpus" / f"{name}.jsonl"
+        if not path.exists():
+            continue
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    yield json.loads(line)
+
+
+@lru_cache(maxsize=None)
+def load_tokenizer(family: str) -> Any:
+    """Load ``shared/tokenizers/<family>/tokenizer.json.gz`` with HF ``tokenizers`` (None when absent)."""
+    root = shared_dir()
+    if root is None:
+        return None
+    path = root / "tokenizers" / family / "tokenizer.json.gz"
+    if not path.exists():
+        return None
+    from tokenizers import Tokenizer
+
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return Tokenizer.from_str(f.read())
