@@ -27,6 +27,12 @@ _ACCEPTED = (
 )
 
 
+def _check_tool_name(v: str) -> str:
+    if not _NAME_RE.match(v):
+        raise ValueError("must be 1 to 128 characters of letters, digits, '_', '-', '.' or ':'")
+    return v
+
+
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     """A validated tool: its name, description and JSON schema for the arguments."""
 
@@ -44,11 +50,7 @@ class _Function(pydantic.BaseModel):
     @pydantic.field_validator("name")
     @classmethod
     def _check_name(cls, v: str) -> str:
-        if not _NAME_RE.match(v):
-            raise ValueError(
-                "must be 1 to 128 characters of letters, digits, '_', '-', '.' or ':'"
-            )
-        return v
+        return _check_tool_name(v)
 
 
 class _OpenAITool(pydantic.BaseModel):
@@ -74,7 +76,7 @@ class _AnthropicTool(pydantic.BaseModel):
     @pydantic.field_validator("name")
     @classmethod
     def _check_name(cls, v: str) -> str:
-        return _Function._check_name(v)  # type: ignore[operator]
+        return _check_tool_name(v)
 
 
 def _describe(err: pydantic.ValidationError) -> str:
@@ -101,8 +103,8 @@ def _one(i: int, entry: Any) -> ToolSpec:
             an = _AnthropicTool.model_validate(entry)
             return ToolSpec(name=an.name, description=an.description, parameters=an.input_schema)
         if "name" in entry:
-            fn = _Function.model_validate(entry)
-            return ToolSpec(name=fn.name, description=fn.description, parameters=fn.parameters or {})
+            bare = _Function.model_validate(entry)
+            return ToolSpec(name=bare.name, description=bare.description, parameters=bare.parameters or {})
     except pydantic.ValidationError as exc:
         fn = entry.get("function")
         name = fn.get("name") if isinstance(fn, Mapping) else entry.get("name")

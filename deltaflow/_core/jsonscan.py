@@ -20,10 +20,10 @@ per-character Python loop.
 from __future__ import annotations
 
 import re
+from .text import skip_json_ws
 
 __all__ = ("JsonScanner",)
 
-_WS = re.compile(r"[ \t\n\r]*")
 _STR_STOP = re.compile(r'["\\\x00-\x1f]')
 _ESCAPE = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})')
 _ESCAPE_PREFIX = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?\Z")
@@ -149,7 +149,7 @@ class JsonScanner:
                 continue
             c = text[pos]
             if c in " \t\n\r":
-                pos = _WS.match(text, pos).end()
+                pos = skip_json_ws(text, pos)
                 continue
             if st == VALUE or st == ARR_FIRST:
                 if c == '"':

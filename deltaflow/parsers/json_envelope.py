@@ -35,10 +35,10 @@ import msgspec
 from .._core.jsonscan import JsonScanner
 from ..items import ToolDelta
 from .spec import ToolParserContext
+from .._core.text import skip_json_ws
 
 __all__ = ("JsonEnvelopeParser", "JsonEnvelopeSpec")
 
-_WS = re.compile(r"[ \t\n\r]*")
 _decode = msgspec.json.Decoder().decode
 
 # Parser states.
@@ -157,7 +157,7 @@ class JsonEnvelopeParser:
                     continue
                 return pos
             if st in _WS_FIRST:
-                pos = _WS.match(text, pos).end()
+                pos = skip_json_ws(text, pos)
             if pos >= n:
                 return pos
             c = text[pos]
@@ -306,7 +306,7 @@ class JsonEnvelopeParser:
         """
         spec = self._spec
         n = len(text)
-        ws_end = _WS.match(text, pos).end()
+        ws_end = skip_json_ws(text, pos)
         if spec.close is not None:
             if text.startswith(spec.close, ws_end):
                 end = ws_end + len(spec.close)
@@ -324,7 +324,7 @@ class JsonEnvelopeParser:
             if ws_end >= n and not final:
                 return pos, False
             if text.startswith(spec.separator, ws_end):
-                nxt = _WS.match(text, ws_end + len(spec.separator)).end()
+                nxt = skip_json_ws(text, ws_end + len(spec.separator))
                 if nxt >= n and not final:
                     return pos, False
                 if nxt < n and text[nxt] == "{":

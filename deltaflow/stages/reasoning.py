@@ -17,16 +17,15 @@ Rules (shared/dialects.md section 0):
 
 from __future__ import annotations
 
-import re
 
 from .._core.holdback import MarkerHoldback
 from ..errors import StateError
 from ..items import Channel, ChannelText
 from ..parsers.spec import ReasoningSpec
+from .._core.text import skip_space
 
 __all__ = ("ReasoningSplitter",)
 
-_WS = re.compile(r"\s*")
 _START, _REASONING, _CONTENT = range(3)
 _CONTENT_CH = Channel.CONTENT
 _REASONING_CH = Channel.REASONING
@@ -85,7 +84,7 @@ class ReasoningSplitter:
         if self._mode == _START:
             assert spec is not None
             first = _REASONING_CH if self._open else _CONTENT_CH
-            ws_end = _WS.match(text).end()
+            ws_end = skip_space(text)
             if ws_end:
                 out.append(ChannelText(first, text[:ws_end]))
             pos = ws_end

@@ -28,10 +28,10 @@ from ..errors import StateError
 from ..items import Channel, ChannelText
 from ..parsers.spec import ToolDialect, ToolParser, ToolParserContext
 from ..tools import ToolSpec
+from .._core.text import skip_json_ws
 
 __all__ = ("ToolBlockFeeder",)
 
-_WS = re.compile(r"[ \t\r\n]*")
 
 
 class ToolBlockFeeder:
@@ -150,7 +150,7 @@ class ToolBlockFeeder:
             if pos >= n:
                 return
             if self._after_block:
-                ws_end = _WS.match(text, pos).end()
+                ws_end = skip_json_ws(text, pos)
                 if ws_end >= n and not final:
                     self._hold(text[pos:], ch)
                     return
@@ -165,7 +165,7 @@ class ToolBlockFeeder:
                     return
                 self._after_block = False
             if self._start_openers and ch not in self._started:
-                ws_end = _WS.match(text, pos).end()
+                ws_end = skip_json_ws(text, pos)
                 if ws_end < n:
                     if self._started_at(text, ws_end):
                         if ws_end > pos:
