@@ -8,6 +8,7 @@ working for callers that do not know deltaflow::
      ├── UnknownParserError (ValueError)   an unregistered tool/reasoning parser name
      ├── ToolSpecError (ValueError)        a request ``tools`` entry that is not a valid tool
      ├── StateError (RuntimeError)         API misuse, e.g. feeding after the final chunk
+     ├── StageError                         a stage (or the source) of a pipeline failed; ``__cause__`` is the original
      └── ModelOutputError (ValueError)     malformed model output, raised only under ``strict=True``
 
 Malformed model output is *data* by default: it is surfaced as content,
@@ -21,6 +22,7 @@ from collections.abc import Iterable
 __all__ = (
     "DeltaflowError",
     "ModelOutputError",
+    "StageError",
     "StateError",
     "ToolSpecError",
     "UnknownParserError",
@@ -65,6 +67,18 @@ class ToolSpecError(DeltaflowError, ValueError):
 
 class StateError(DeltaflowError, RuntimeError):
     """The API was used out of order (for example ``feed`` after ``final=True``)."""
+
+
+class StageError(DeltaflowError):
+    """A stage of a pipeline (or its source) raised; the original exception is ``__cause__``.
+
+    Attributes:
+        stage: the name of the stage that failed (``"source"`` for the source).
+    """
+
+    def __init__(self, stage: str, message: str | None = None) -> None:
+        self.stage = stage
+        super().__init__(message or f"stage {stage!r} failed")
 
 
 class ModelOutputError(DeltaflowError, ValueError):

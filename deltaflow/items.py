@@ -1,12 +1,19 @@
 """Items that travel between stages: small immutable msgspec Structs.
 
-The flow inside the parsing core is::
+The flow through the stages is::
 
-    str --reasoning splitter--> ChannelText
+    TokenChunk --detokenize--> str, ChunkEnd
+        --channel router--> str, ChunkEnd
+        --reasoning splitter--> ChannelText
         --tool block feeder-->  ChannelText | ToolDelta   (raw events of the dialect's tool parser)
         --identity-first buffer--> ChannelText | ToolDelta (first event of a call names it)
         --name filter/reindexer--> ChannelText | CallDelta (accepted calls only, dense indexes)
         --framer--> DeltaMessage
+
+Raw model text travels as ``str`` (immutable). After the outputs one engine
+chunk caused, every stage forwards that chunk's :class:`ChunkEnd` unchanged
+(the reasoning splitter fills in ``reasoning_tokens``); the framer attaches
+its metadata to the last delta of the chunk, or to the next delta emitted.
 
 Every :class:`ToolDelta` carries the ``raw`` model text it accounts for, so a
 call that is rejected (unknown name, malformed before its name) is surfaced
@@ -19,7 +26,43 @@ import enum
 
 import msgspec
 
-__all__ = ("CallDelta", "Channel", "ChannelText", "ToolDelta")
+__all__ = ("CallDelta", "Channel", "ChannelText", "ChunkEnd", "TokenChunk", "ToolDelta")
+
+
+class TokenChunk(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """One engine output chunk: new token ids, optionally their text, logprobs and a finish reason.
+
+    Attributes:
+        token_ids: the new token ids (may be empty for a text-only chunk).
+        text: the chunk's text when the engine already detokenized it; when
+            None, the detokenize stage decodes ``token_ids``.
+        logprobs: engine logprobs for these tokens (passed through untouched).
+        finish_reason: set on the engine's last chunk (``"stop"``, ``"length"``, ...).
+    """
+
+    token_ids: list[int] = msgspec.field(default_factory=list)
+    text: str | None = None
+    logprobs: list[object] | None = None
+    finish_reason: str | None = None
+
+
+class ChunkEnd(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """End marker of one engine chunk, forwarded unchanged by every stage.
+
+    Attributes:
+        token_ids: the chunk's token ids.
+        logprobs: the chunk's logprobs.
+        finish_reason: the chunk's finish reason.
+        token_chars: characters of text each token added (None when unknown).
+        reasoning_tokens: how many of the chunk's tokens lie in the raw
+            reasoning span (set by the reasoning splitter).
+    """
+
+    token_ids: list[int] = msgspec.field(default_factory=list)
+    logprobs: list[object] | None = None
+    finish_reason: str | None = None
+    token_chars: list[int] | None = None
+    reasoning_tokens: int = 0
 
 
 class Channel(enum.Enum):

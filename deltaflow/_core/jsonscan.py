@@ -28,6 +28,8 @@ _STR_STOP = re.compile(r'["\\\x00-\x1f]')
 _ESCAPE = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})')
 _ESCAPE_PREFIX = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?\Z")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+# Everything a number could be while it is still being written ("-", "1.", "2e+").
+_NUMBER_PART = re.compile(r"-?[0-9]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]*)?")
 _LITERALS = {"t": "true", "f": "false", "n": "null"}
 
 # States.
@@ -140,10 +142,14 @@ class JsonScanner:
                             if not self._in_key:
                                 safe = i
                             break
+                        if not self._in_key:
+                            safe = i  # inside a string value every position is safe
                         self._state = st
                         return self._fail(i, safe)
                     pos = e.end()
                 else:  # a raw control character is not allowed in a JSON string
+                    if not self._in_key:
+                        safe = i
                     self._state = st
                     return self._fail(i, safe)
                 continue
@@ -175,14 +181,13 @@ class JsonScanner:
                     if st == DONE:
                         break
                 elif c == "-" or "0" <= c <= "9":
-                    m = _NUMBER.match(text, pos)
-                    if m is None:
-                        if not final and pos + 1 == n:  # a lone "-" at the chunk end
-                            break
-                        self._state = st
-                        return self._fail(pos, safe)
-                    if m.end() == n and not final:
+                    part = _NUMBER_PART.match(text, pos)
+                    if part is not None and part.end() == n and not final:
                         break  # the number may go on: give it again with more text
+                    m = _NUMBER.match(text, pos)
+                    if m is None or part is None or m.end() != part.end():
+                        self._state = st
+                        return self._fail(m.end() if m is not None else pos, safe)
                     pos = m.end()
                     safe = pos
                     st = AFTER if stack else DONE

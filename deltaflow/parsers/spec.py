@@ -94,11 +94,15 @@ class ToolDialect:
             tokenizers can leave at a token boundary (``chunking="tokens"``).
         tokenizers: names of reference tokenizers under ``shared/tokenizers``.
         description: one line for ``deltaflow parsers``.
+        markers: every marker of the format (openers, closers, separators);
+            the detokenizer keeps them as text even when a tokenizer marks
+            them special.
     """
 
     name: str
     openers: tuple[str, ...]
     factory: Callable[[ToolParserContext], ToolParser] = field(compare=False)
+    markers: tuple[str, ...] = ()
     start_openers: tuple[str, ...] = ()
     token_prefixes: tuple[str, ...] = ()
     tokenizers: tuple[str, ...] = ()

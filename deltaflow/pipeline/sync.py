@@ -1,8 +1,9 @@
-"""The synchronous composition of the parsing stages.
+"""The synchronous composition of the stages.
 
-``ResponseParser`` chains, for one response::
+``ResponseParser`` runs, fused, for one response::
 
-    reasoning splitter -> tool block feeder -> identity-first buffer -> name filter -> framer
+    channel router -> reasoning splitter -> tool block feeder -> identity-first buffer
+        -> name filter -> framer
 
 ``parse_complete`` feeds a whole text through the same chain with
 ``final=True`` and accumulates the deltas: there is no second grammar.
@@ -14,24 +15,81 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import StateError
+from ..items import ChunkEnd
 from ..messages import ChatMessage, DeltaMessage, FunctionCall, ToolCall
 from ..parsers import registry
+from ..stages._protocol import Stage
+from ..stages.detokenize import Detokenizer
 from ..stages.framer import DeltaFramer
 from ..stages.identity import IdentityFirstBuffer
 from ..stages.name_filter import NameFilter, new_call_id
 from ..stages.reasoning import ReasoningSplitter
+from ..stages.router import ChannelRouter
 from ..stages.tool_feeder import ToolBlockFeeder
 from ..tools import normalize_tools
+from .chain import SyncChain
 
-__all__ = ("ResponseParser", "accumulate", "parse_complete")
+__all__ = ("ResponseParser", "accumulate", "default_stages", "parse_complete")
 
 _CHUNKINGS = ("any", "tokens")
+
+
+def default_stages(
+    tool_parser: str | None = None,
+    reasoning_parser: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    enable_thinking: bool | None = None,
+    *,
+    chunking: str = "any",
+    id_factory: Callable[[], str] = new_call_id,
+    tokenizer: Any = None,
+    detokenize: bool = False,
+) -> list[Stage]:
+    """Build the default stages for one response of a dialect (fresh state machines).
+
+    The chain is: detokenize (only with ``detokenize=True``), channel router,
+    reasoning splitter, tool block feeder, identity-first buffer, name
+    filter/reindexer (the last three only with a tool parser), framer.
+
+    Raises:
+        UnknownParserError: an unregistered parser name.
+        ToolSpecError: an invalid ``tools`` entry.
+        ValueError: a bad ``chunking``.
+    """
+    if chunking not in _CHUNKINGS:
+        raise ValueError(f"chunking must be 'any' or 'tokens', got {chunking!r}")
+    if enable_thinking is not None and not isinstance(enable_thinking, bool):
+        raise TypeError(f"enable_thinking must be a bool or None, got {type(enable_thinking).__name__}")
+    dialect = registry.get_tool_parser(tool_parser) if tool_parser is not None else None
+    rspec = registry.get_reasoning_parser(reasoning_parser) if reasoning_parser is not None else None
+    specs = normalize_tools(tools)
+    by_name = {s.name: s for s in specs} if specs is not None else None
+    stages: list[Stage] = []
+    if detokenize:
+        keep: list[str] = []
+        if rspec is not None:
+            keep += [rspec.start, rspec.end]
+        if dialect is not None:
+            keep += [*dialect.openers, *dialect.markers]
+        stages.append(Detokenizer(tokenizer, keep=keep))
+    stages.append(ChannelRouter())
+    stages.append(ReasoningSplitter(rspec, enabled=enable_thinking is not False, chunking=chunking))
+    if dialect is not None:
+        stages += [
+            ToolBlockFeeder(dialect, tools=by_name, chunking=chunking),
+            IdentityFirstBuffer(),
+            NameFilter(None if by_name is None else by_name.keys(), id_factory),
+        ]
+    stages.append(DeltaFramer())
+    return stages
 
 
 class ResponseParser:
     """Parses one model response, chunk by chunk, into :class:`~deltaflow.messages.DeltaMessage` s.
 
-    One instance per response; not shared, not reset.
+    One instance per response; not shared, not reset. It runs the same
+    stages as the async pipeline (:func:`deltaflow.stream`), fused and
+    synchronous.
 
     Args:
         tool_parser: a registered tool parser name (``deltaflow parsers``
@@ -53,7 +111,7 @@ class ResponseParser:
         ToolSpecError: an invalid ``tools`` entry (a ``ValueError``).
     """
 
-    __slots__ = ("_splitter", "_chain", "_framer", "_filter", "_final")
+    __slots__ = ("_chain", "_framer", "_final")
 
     def __init__(
         self,
@@ -65,25 +123,13 @@ class ResponseParser:
         chunking: str = "any",
         id_factory: Callable[[], str] = new_call_id,
     ) -> None:
-        if chunking not in _CHUNKINGS:
-            raise ValueError(f"chunking must be 'any' or 'tokens', got {chunking!r}")
-        if enable_thinking is not None and not isinstance(enable_thinking, bool):
-            raise TypeError(f"enable_thinking must be a bool or None, got {type(enable_thinking).__name__}")
-        dialect = registry.get_tool_parser(tool_parser) if tool_parser is not None else None
-        rspec = registry.get_reasoning_parser(reasoning_parser) if reasoning_parser is not None else None
-        specs = normalize_tools(tools)
-        by_name = {s.name: s for s in specs} if specs is not None else None
-        self._splitter = ReasoningSplitter(rspec, enabled=enable_thinking is not False, chunking=chunking)
-        self._chain: list[Any] = []
-        self._filter: NameFilter | None = None
-        if dialect is not None:
-            self._filter = NameFilter(None if by_name is None else by_name.keys(), id_factory)
-            self._chain = [
-                ToolBlockFeeder(dialect, tools=by_name, chunking=chunking),
-                IdentityFirstBuffer(),
-                self._filter,
-            ]
-        self._framer = DeltaFramer()
+        stages = default_stages(
+            tool_parser, reasoning_parser, tools, enable_thinking, chunking=chunking, id_factory=id_factory
+        )
+        framer = stages[-1]
+        assert isinstance(framer, DeltaFramer)
+        self._framer = framer
+        self._chain = SyncChain(stages)
         self._final = False
 
     @property
@@ -112,30 +158,11 @@ class ResponseParser:
             raise StateError("feed() called after final=True; use one ResponseParser per response")
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
-        items: list[Any] = self._splitter.feed(text) if text else []
+        items: list[Any] = [text, ChunkEnd(finish_reason=finish_reason)] if text else [ChunkEnd(finish_reason=finish_reason)]
         if final:
             self._final = True
-            items.extend(self._splitter.finish())
-        for stage in self._chain:
-            if len(items) == 1 and not final:
-                items = stage.feed(items[0])
-                continue
-            nxt: list[Any] = []
-            for it in items:
-                nxt.extend(stage.feed(it))
-            if final:
-                nxt.extend(stage.finish())
-            items = nxt
-        deltas = self._framer.frame(items) if items else []
-        if final and finish_reason is not None:
-            if finish_reason == "stop" and self._framer.calls_emitted:
-                finish_reason = "tool_calls"
-            if deltas:
-                last = deltas[-1]
-                last.finish_reason = finish_reason
-            else:
-                deltas.append(DeltaMessage(finish_reason=finish_reason))
-        return deltas
+            return self._chain.finish(items)
+        return self._chain.run(items)
 
 
 def accumulate(deltas: Iterable[DeltaMessage]) -> ChatMessage:

@@ -1,34 +1,106 @@
-"""Framer (this layer: items -> :class:`~deltaflow.messages.DeltaMessage`).
+"""Framer: items -> :class:`~deltaflow.messages.DeltaMessage` s, with each chunk's metadata.
 
-Adjacent items of one batch that belong together are merged into one delta
-(text of the same channel; fragments of the same call), keeping the model's
-real channel order: reasoning -> tool call -> reasoning stay three deltas.
+Stable-prefix guarantee: holds the items of the current engine chunk until
+its :class:`~deltaflow.items.ChunkEnd` (in a fused chain they arrive in the
+same batch, so nothing waits), and the metadata of chunks that produced no
+delta until the next delta.
+
+Rules (DESIGN.md, "Items between stages"):
+
+* Adjacent items of one chunk that belong together are merged into one
+  delta (text of the same channel; fragments of the same call), keeping the
+  model's real channel order: reasoning -> tool call -> reasoning stay three
+  deltas.
+* A chunk's token ids and logprobs go on the last delta that chunk
+  produced; if it produced none, on the next delta emitted (an empty delta
+  at the end of the stream at the latest): each reaches the client once.
+* The finish reason goes on the last delta of the stream; ``"stop"``
+  becomes ``"tool_calls"`` when an accepted call was emitted.
+* Usage: completion tokens (all token ids) and reasoning tokens (as counted
+  by the reasoning splitter).
 """
 
 from __future__ import annotations
 
-from ..items import CallDelta, Channel, ChannelText
+import msgspec
+
+from ..errors import StateError
+from ..items import CallDelta, Channel, ChannelText, ChunkEnd
 from ..messages import DeltaFunctionCall, DeltaMessage, DeltaToolCall
 
-__all__ = ("DeltaFramer",)
+__all__ = ("DeltaFramer", "Usage")
+
+
+class Usage(msgspec.Struct, kw_only=True):
+    """Token counts of one response."""
+
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
 
 
 class DeltaFramer:
-    """Turns a batch of items into deltas (see the module docstring)."""
+    """Frames items into deltas (see the module docstring)."""
 
     name = "framer"
 
     def __init__(self) -> None:
         self.calls_emitted = 0
+        self.usage = Usage()
+        self._items: list[object] = []
+        self._ids: list[int] = []
+        self._logprobs: list[object] | None = None
+        self._finish_reason: str | None = None
+        self._finished = False
 
     def feed(self, item: object) -> list[DeltaMessage]:
-        return self.frame([item])
+        """Take one item; frame the chunk on its :class:`ChunkEnd`."""
+        if item.__class__ is not ChunkEnd:
+            self._items.append(item)
+            return []
+        assert isinstance(item, ChunkEnd)
+        deltas = self.frame(self._items) if self._items else []
+        self._items = []
+        if item.token_ids:
+            self.usage.completion_tokens += len(item.token_ids)
+            self.usage.reasoning_tokens += item.reasoning_tokens
+            self._ids.extend(item.token_ids)
+        if item.logprobs:
+            if self._logprobs is None:
+                self._logprobs = []
+            self._logprobs.extend(item.logprobs)
+        if item.finish_reason is not None:
+            self._finish_reason = item.finish_reason
+        if deltas and (self._ids or self._logprobs is not None):
+            last = deltas[-1]
+            last.token_ids = self._ids
+            last.logprobs = self._logprobs
+            self._ids = []
+            self._logprobs = None
+        return deltas
 
     def finish(self) -> list[DeltaMessage]:
-        return []
+        """The stream ended: frame what is left and put the held metadata and finish reason on the last delta."""
+        if self._finished:
+            raise StateError("DeltaFramer.finish() called twice")
+        self._finished = True
+        deltas = self.frame(self._items) if self._items else []
+        self._items = []
+        if self._ids or self._logprobs is not None or self._finish_reason is not None:
+            if not deltas:
+                deltas.append(DeltaMessage())
+            last = deltas[-1]
+            if self._ids:
+                last.token_ids = self._ids
+            if self._logprobs is not None:
+                last.logprobs = self._logprobs
+            reason = self._finish_reason
+            if reason == "stop" and self.calls_emitted:
+                reason = "tool_calls"
+            last.finish_reason = reason
+        return deltas
 
     def frame(self, items: list[object]) -> list[DeltaMessage]:
-        """Merge and convert one batch of items."""
+        """Merge and convert one chunk's items."""
         out: list[DeltaMessage] = []
         i = 0
         n = len(items)

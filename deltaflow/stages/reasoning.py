@@ -13,6 +13,11 @@ Rules (shared/dialects.md section 0):
   marker; blank text before it is reasoning. A later start marker is text.
 * The first end marker ends reasoning; everything after it is content
   (a second end marker is content text).
+
+Usage: on each :class:`~deltaflow.items.ChunkEnd` the splitter counts the
+chunk's tokens that lie in the raw reasoning span (markers and any tool
+payload nested in it included) and forwards the marker with
+``reasoning_tokens`` set.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 from .._core.holdback import MarkerHoldback
 from ..errors import StateError
-from ..items import Channel, ChannelText
+from ..items import Channel, ChannelText, ChunkEnd
 from ..parsers.spec import ReasoningSpec
 from .._core.text import skip_space
 
@@ -41,16 +46,24 @@ class ReasoningSplitter:
     """
 
     name = "reasoning"
-    __slots__ = ("_spec", "_mode", "_buf", "_open", "_hb_start", "_hb_end", "_finished")
+    __slots__ = (
+        "_spec", "_mode", "_buf", "_open", "_hb_start", "_hb_end", "_finished",
+        "_in_pos", "_chunk_start", "_reasoning_until",
+    )
 
     def __init__(self, spec: ReasoningSpec | None, *, enabled: bool = True, chunking: str = "any") -> None:
         self._spec = spec
         self._buf = ""
         self._finished = False
+        self._in_pos = 0  # characters received so far
+        self._chunk_start = 0  # where the current engine chunk's text began
         if spec is None or not enabled:
             self._mode = _CONTENT
             self._open = False
+            self._reasoning_until = 0.0
             return
+        # End of the raw reasoning span, once known (infinite while inside it).
+        self._reasoning_until = float("inf") if spec.starts_open else 0.0
         self._mode = _START
         self._open = spec.starts_open
         self._hb_start = MarkerHoldback((spec.start,), spec.token_prefixes, chunking)
@@ -61,11 +74,43 @@ class ReasoningSplitter:
         """True while text goes to the reasoning channel."""
         return self._mode == _REASONING or (self._mode == _START and self._open)
 
-    def feed(self, item: str) -> list[ChannelText]:
-        """Split one chunk of model text."""
-        if self._mode == _CONTENT and not self._buf:
-            return [ChannelText(_CONTENT_CH, item)] if item else []
-        return self._split(item, final=False)
+    def feed(self, item: object) -> list[object]:
+        """Split one piece of model text; count reasoning tokens on a chunk end; pass other items."""
+        if item.__class__ is str:
+            assert isinstance(item, str)
+            self._in_pos += len(item)
+            if self._mode == _CONTENT and not self._buf:
+                return [ChannelText(_CONTENT_CH, item)] if item else []
+            return self._split(item, final=False)  # type: ignore[return-value]
+        if item.__class__ is ChunkEnd:
+            assert isinstance(item, ChunkEnd)
+            return [self._count(item)]
+        return [item]
+
+    def _count(self, end: ChunkEnd) -> ChunkEnd:
+        start = self._chunk_start
+        self._chunk_start = self._in_pos
+        ids = end.token_ids
+        if not ids or self._reasoning_until <= start:
+            return end
+        if end.token_chars is None or len(end.token_chars) != len(ids):
+            n = len(ids)  # no per-token text: the chunk began inside the span
+        else:
+            n = 0
+            pos = start
+            until = self._reasoning_until
+            for c in end.token_chars:
+                if pos >= until:
+                    break
+                n += 1
+                pos += c
+        return ChunkEnd(
+            token_ids=ids,
+            logprobs=end.logprobs,
+            finish_reason=end.finish_reason,
+            token_chars=end.token_chars,
+            reasoning_tokens=n,
+        )
 
     def finish(self) -> list[ChannelText]:
         """The output ended: release held text."""
@@ -93,11 +138,14 @@ class ReasoningSplitter:
             if text.startswith(spec.start, pos):
                 pos += len(spec.start)
                 self._mode = _REASONING
+                self._reasoning_until = float("inf")
             elif not final and spec.start.startswith(text[pos:]) and self._hb_start.holds(text[pos:]):
                 self._buf = text[pos:]
                 return out
             else:
                 self._mode = _REASONING if self._open else _CONTENT
+                if not self._open:
+                    self._reasoning_until = self._in_pos - n + pos
         if self._mode == _REASONING:
             assert spec is not None
             i = text.find(spec.end, pos)
@@ -111,6 +159,8 @@ class ReasoningSplitter:
             if i > pos:
                 out.append(ChannelText(_REASONING_CH, text[pos:i]))
             pos = i + len(spec.end)
+            # ``text`` starts at input position _in_pos - len(text).
+            self._reasoning_until = self._in_pos - n + pos
             self._mode = _CONTENT
         if pos < n:
             out.append(ChannelText(_CONTENT_CH, text[pos:] if pos else text))

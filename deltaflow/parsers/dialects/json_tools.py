@@ -50,6 +50,7 @@ def json_envelope_dialect(
     return ToolDialect(
         name=name,
         openers=spec.open[:1],
+        markers=spec.open + ((spec.close,) if spec.close else ()),
         start_openers=start_openers,
         factory=factory,
         token_prefixes=token_prefixes,
