@@ -6,15 +6,21 @@ The public API is re-exported here; see the README for a tour.
 from . import parsers as _parsers  # registers the built-in dialects
 from .errors import DeltaflowError as DeltaflowError
 from .errors import ModelOutputError as ModelOutputError
+from .errors import StageError as StageError
 from .errors import StateError as StateError
 from .errors import ToolSpecError as ToolSpecError
 from .errors import UnknownParserError as UnknownParserError
+from .items import TokenChunk as TokenChunk
 from .messages import ChatMessage as ChatMessage
 from .messages import DeltaFunctionCall as DeltaFunctionCall
 from .messages import DeltaMessage as DeltaMessage
 from .messages import DeltaToolCall as DeltaToolCall
 from .messages import FunctionCall as FunctionCall
 from .messages import ToolCall as ToolCall
+from .pipeline.runner import AsyncStage as AsyncStage
+from .pipeline.runner import DeltaStream as DeltaStream
+from .pipeline.runner import Pipeline as Pipeline
+from .pipeline.runner import stream as stream
 from .pipeline.sync import ResponseParser as ResponseParser
 from .pipeline.sync import accumulate as accumulate
 from .pipeline.sync import parse_complete as parse_complete
@@ -24,15 +30,20 @@ from .tools import normalize_tools as normalize_tools
 __version__ = "0.1.0"
 
 __all__ = (
+    "AsyncStage",
     "ChatMessage",
     "DeltaFunctionCall",
     "DeltaMessage",
+    "DeltaStream",
     "DeltaToolCall",
     "DeltaflowError",
     "FunctionCall",
     "ModelOutputError",
+    "Pipeline",
     "ResponseParser",
+    "StageError",
     "StateError",
+    "TokenChunk",
     "ToolCall",
     "ToolSpec",
     "ToolSpecError",
@@ -41,6 +52,7 @@ __all__ = (
     "accumulate",
     "normalize_tools",
     "parse_complete",
+    "stream",
 )
 
 for _name in __all__:

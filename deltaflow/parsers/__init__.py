@@ -8,6 +8,7 @@ from .spec import ReasoningSpec as ReasoningSpec
 from .spec import ToolDialect as ToolDialect
 from .spec import ToolParser as ToolParser
 from .spec import ToolParserContext as ToolParserContext
+from .token_reasoning import TokenReasoning as TokenReasoning
 
 __all__ = (
     "JsonEnvelopeParser",
@@ -16,6 +17,7 @@ __all__ = (
     "ToolDialect",
     "ToolParser",
     "ToolParserContext",
+    "TokenReasoning",
     "json_envelope_dialect",
     "registry",
 )

@@ -34,6 +34,10 @@ class ReasoningSpec:
             ``chunking="tokens"``); empty when both markers are single tokens.
         tokenizers: names of reference tokenizers under ``shared/tokenizers``
             that the declared prefixes were checked against.
+        turn_markers: special tokens that begin or end a chat turn (token-level
+            reasoning state looks only after the last of them).
+        implicit_end: markers that end reasoning when no ``end`` came first
+            (e.g. GLM-4.7's ``<tool_call>``); they start the content.
     """
 
     name: str
@@ -42,6 +46,8 @@ class ReasoningSpec:
     starts_open: bool = True
     token_prefixes: tuple[str, ...] = ()
     tokenizers: tuple[str, ...] = ()
+    turn_markers: tuple[str, ...] = ()
+    implicit_end: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

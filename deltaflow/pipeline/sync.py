@@ -29,12 +29,12 @@ from ..stages.tool_feeder import ToolBlockFeeder
 from ..tools import normalize_tools
 from .chain import SyncChain
 
-__all__ = ("ResponseParser", "accumulate", "default_stages", "parse_complete")
+__all__ = ("ResponseParser", "accumulate", "default_stage_factories", "default_stages", "parse_complete")
 
 _CHUNKINGS = ("any", "tokens")
 
 
-def default_stages(
+def default_stage_factories(
     tool_parser: str | None = None,
     reasoning_parser: str | None = None,
     tools: list[dict[str, Any]] | None = None,
@@ -44,12 +44,13 @@ def default_stages(
     id_factory: Callable[[], str] = new_call_id,
     tokenizer: Any = None,
     detokenize: bool = False,
-) -> list[Stage]:
-    """Build the default stages for one response of a dialect (fresh state machines).
+) -> list[tuple[str, Callable[[], Stage]]]:
+    """The default ``(name, factory)`` pairs for a dialect; each factory builds a fresh stage.
 
     The chain is: detokenize (only with ``detokenize=True``), channel router,
     reasoning splitter, tool block feeder, identity-first buffer, name
     filter/reindexer (the last three only with a tool parser), framer.
+    Arguments are validated here, once, not per response.
 
     Raises:
         UnknownParserError: an unregistered parser name.
@@ -64,24 +65,31 @@ def default_stages(
     rspec = registry.get_reasoning_parser(reasoning_parser) if reasoning_parser is not None else None
     specs = normalize_tools(tools)
     by_name = {s.name: s for s in specs} if specs is not None else None
-    stages: list[Stage] = []
+    allowed = None if by_name is None else frozenset(by_name)
+    thinking = enable_thinking is not False
+    out: list[tuple[str, Callable[[], Stage]]] = []
     if detokenize:
         keep: list[str] = []
         if rspec is not None:
             keep += [rspec.start, rspec.end]
         if dialect is not None:
             keep += [*dialect.openers, *dialect.markers]
-        stages.append(Detokenizer(tokenizer, keep=keep))
-    stages.append(ChannelRouter())
-    stages.append(ReasoningSplitter(rspec, enabled=enable_thinking is not False, chunking=chunking))
+        if tokenizer is not None:
+            Detokenizer(tokenizer, keep=keep)  # fail now on an unsupported tokenizer
+        out.append(("detokenize", lambda: Detokenizer(tokenizer, keep=keep)))
+    out.append(("router", ChannelRouter))
+    out.append(("reasoning", lambda: ReasoningSplitter(rspec, enabled=thinking, chunking=chunking)))
     if dialect is not None:
-        stages += [
-            ToolBlockFeeder(dialect, tools=by_name, chunking=chunking),
-            IdentityFirstBuffer(),
-            NameFilter(None if by_name is None else by_name.keys(), id_factory),
-        ]
-    stages.append(DeltaFramer())
-    return stages
+        out.append(("tools", lambda: ToolBlockFeeder(dialect, tools=by_name, chunking=chunking)))
+        out.append(("identity", IdentityFirstBuffer))
+        out.append(("name_filter", lambda: NameFilter(allowed, id_factory)))
+    out.append(("framer", DeltaFramer))
+    return out
+
+
+def default_stages(*args: Any, **kwargs: Any) -> list[Stage]:
+    """Fresh default stages for one response (arguments as :func:`default_stage_factories`)."""
+    return [make() for _, make in default_stage_factories(*args, **kwargs)]
 
 
 class ResponseParser:

@@ -21,12 +21,14 @@ class IdentityFirstBuffer:
     """Holds a call's events until its name is known (see the module docstring)."""
 
     name = "identity"
-    __slots__ = ("_live", "_held", "_finished")
+    __slots__ = ("_live", "_held", "_finished", "diagnostics")
 
     def __init__(self) -> None:
         self._live = -1  # the named call being streamed
         self._held: list[ToolDelta] = []  # events of the unnamed call
         self._finished = False
+        # (event, fields) pairs for the shell to log; None: not collected.
+        self.diagnostics: list[tuple[str, dict[str, object]]] | None = None
 
     def feed(self, item: object) -> list[object]:
         """Pass text through; order and hold tool events."""
@@ -35,6 +37,10 @@ class IdentityFirstBuffer:
         assert isinstance(item, ToolDelta)
         if item.call == self._live:
             if item.abort:
+                if item.raw and self.diagnostics is not None:
+                    self.diagnostics.append(
+                        ("tool_block_malformed", {"reason": "unusable text after the name", "chars": len(item.raw)})
+                    )
                 return [ChannelText(item.channel, item.raw)] if item.raw else []
             return [item]
         held = self._held
@@ -66,6 +72,8 @@ class IdentityFirstBuffer:
     def _surface(self) -> list[object]:
         held, self._held = self._held, []
         raw = "".join(h.raw for h in held)
+        if self.diagnostics is not None:
+            self.diagnostics.append(("tool_block_malformed", {"reason": "no function name", "chars": len(raw)}))
         return [ChannelText(held[0].channel, raw)] if raw else []
 
     def finish(self) -> list[object]:

@@ -31,7 +31,7 @@ class NameFilter:
     """
 
     name = "name_filter"
-    __slots__ = ("_allowed", "_id_factory", "_live", "_index", "_rejected", "accepted")
+    __slots__ = ("_allowed", "_id_factory", "_live", "_index", "_rejected", "accepted", "diagnostics")
 
     def __init__(self, allowed: Iterable[str] | None = None, id_factory: Callable[[], str] = new_call_id) -> None:
         self._allowed = None if allowed is None else frozenset(allowed)
@@ -40,6 +40,8 @@ class NameFilter:
         self._index = -1
         self._rejected = -1
         self.accepted = 0
+        # (event, fields) pairs for the shell to log; None: not collected.
+        self.diagnostics: list[tuple[str, dict[str, object]]] | None = None
 
     def feed(self, item: object) -> list[object]:
         """Filter one item."""
@@ -49,6 +51,10 @@ class NameFilter:
         if item.name is not None:
             if self._allowed is not None and item.name not in self._allowed:
                 self._rejected = item.call
+                if self.diagnostics is not None:
+                    self.diagnostics.append(
+                        ("tool_call_dropped", {"name": item.name, "reason": "not offered", "chars": len(item.raw)})
+                    )
                 return [ChannelText(item.channel, item.raw)] if item.raw else []
             self._live = item.call
             self._index = self.accepted

@@ -28,6 +28,7 @@ QWEN3 = register_reasoning_parser(
         starts_open=True,
         token_prefixes=_SPLIT_THINK_PREFIXES,
         tokenizers=("qwen3", "qwen2.5"),
+        turn_markers=("<|im_start|>", "<|im_end|>"),
     )
 )
 
@@ -39,5 +40,6 @@ DEEPSEEK_R1 = register_reasoning_parser(
         starts_open=True,
         token_prefixes=_SPLIT_THINK_PREFIXES,
         tokenizers=("deepseek-v3.1", "qwen2.5", "llama3"),
+        turn_markers=("<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"),
     )
 )

@@ -1,0 +1,477 @@
+"""The async shell: a :class:`Pipeline` of stages run over bounded anyio memory object streams.
+
+Topology of one stream (built per response, fresh stage instances)::
+
+    source --pump task--> [edge] --> fused sync stages (one task) --> [edge] --> ...
+        ... --> async user stage (own task) --> [edge] --> fused sync stages --> [edge] --> consumer
+
+* Adjacent synchronous stages are fused into one task (:class:`SyncChain`):
+  an item pays no task switch per stage.
+* Every edge is a memory object stream with a bounded buffer, so a slow
+  consumer slows reading of the source (backpressure end to end).
+* A fused task that finds several items waiting drains them with
+  ``receive_nowait`` and runs them as one batch (coalescing); the output is
+  the same as item by item.
+* An exception in a stage or in the source cancels the other tasks and
+  reaches the consumer as :class:`~deltaflow.errors.StageError` naming the
+  stage, with the original as ``__cause__``.
+* Leaving ``async with`` early cancels every task; the source is closed
+  (``aclose``) in a shielded scope.
+
+The default stream uses two tasks (the source pump and the fused chain) and
+two memory streams (source -> chain, chain -> consumer). With
+``prefetch=0`` the chain pulls the source itself: one task, one memory
+stream, and no coalescing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import sys
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Protocol, runtime_checkable
+
+import anyio
+import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream as ObjectReceiveStream
+from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
+
+from ..errors import StageError
+from ..messages import DeltaMessage
+from ..stages._protocol import Stage
+from ..stages.framer import DeltaFramer, Usage
+from ..stages.name_filter import new_call_id
+from .chain import SyncChain
+from .sources import to_chunk
+from .sync import default_stage_factories
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+
+__all__ = ("AsyncStage", "DeltaStream", "Pipeline", "stream")
+
+_log = structlog.get_logger("deltaflow")
+_stream_ids = itertools.count(1)
+
+
+@runtime_checkable
+class AsyncStage(Protocol):
+    """A user stage with its own task: it reads items from ``receive`` and writes to ``send``.
+
+    It must forward items it does not handle (including
+    :class:`~deltaflow.items.ChunkEnd`) and return when ``receive`` ends; the
+    runner closes both streams afterwards.
+    """
+
+    name: str
+
+    async def run(self, receive: ObjectReceiveStream[Any], send: ObjectSendStream[Any]) -> None: ...
+
+
+StageFactory = Callable[[], Any]
+
+
+def _is_async_stage(stage: object) -> bool:
+    run = getattr(stage, "run", None)
+    return run is not None and inspect.iscoroutinefunction(run) and not hasattr(stage, "feed")
+
+
+class DeltaStream:
+    """What :func:`stream` yields: an async iterator of :class:`~deltaflow.messages.DeltaMessage`.
+
+    Attributes:
+        usage: token counts, complete once the stream ended.
+        stream_id: the id bound to this stream's log events.
+    """
+
+    def __init__(self, receive: ObjectReceiveStream[DeltaMessage], usage: Usage, stream_id: str) -> None:
+        self._receive = receive
+        self.usage = usage
+        self.stream_id = stream_id
+
+    def __aiter__(self) -> DeltaStream:
+        return self
+
+    async def __anext__(self) -> DeltaMessage:
+        try:
+            return await self._receive.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def receive(self) -> DeltaMessage:
+        """Receive the next delta (raises ``anyio.EndOfStream`` at the end)."""
+        return await self._receive.receive()
+
+    async def aclose(self) -> None:
+        """Stop reading (the pipeline is cancelled when its ``async with`` exits)."""
+        await self._receive.aclose()
+
+    def statistics(self) -> Any:
+        """The memory stream statistics of the consumer edge."""
+        return self._receive.statistics()
+
+
+class Pipeline:
+    """An ordered list of named stage factories, and the runtime that connects them.
+
+    Each stream builds fresh stage instances from the factories, so one
+    Pipeline can serve many concurrent responses.
+
+    Args:
+        stages: ``(name, factory)`` pairs; a factory returns a synchronous
+            stage (``feed``/``finish``) or an async stage (:class:`AsyncStage`).
+        buffer_size: the buffer of every memory stream edge.
+        prefetch: when > 0, a pump task reads the source ahead into an edge of
+            this size and the chain coalesces waiting items; 0 pulls the
+            source from the chain's task.
+        max_batch: the most waiting items one coalesced batch takes.
+    """
+
+    def __init__(
+        self,
+        stages: Sequence[tuple[str, StageFactory]] = (),
+        *,
+        buffer_size: int = 16,
+        prefetch: int = 16,
+        max_batch: int = 64,
+        log_context: dict[str, Any] | None = None,
+    ) -> None:
+        if buffer_size < 0 or prefetch < 0 or max_batch < 1:
+            raise ValueError("buffer_size and prefetch must be >= 0 and max_batch >= 1")
+        self._stages: list[tuple[str, StageFactory]] = []
+        for name, factory in stages:
+            self._add(len(self._stages), name, factory)
+        self.buffer_size = buffer_size
+        self.prefetch = prefetch
+        self.max_batch = max_batch
+        self.log_context = dict(log_context or {})
+
+    @classmethod
+    def for_model(
+        cls,
+        tool_parser: str | None = None,
+        reasoning_parser: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        enable_thinking: bool | None = None,
+        *,
+        tokenizer: Any = None,
+        chunking: str | None = None,
+        id_factory: Callable[[], str] = new_call_id,
+        **options: Any,
+    ) -> Pipeline:
+        """The default chain for a dialect.
+
+        Args:
+            tool_parser: see :class:`~deltaflow.ResponseParser`.
+            reasoning_parser: see :class:`~deltaflow.ResponseParser`.
+            tools: see :class:`~deltaflow.ResponseParser`.
+            enable_thinking: see :class:`~deltaflow.ResponseParser`.
+            tokenizer: decodes token-id sources (``tokenizers.Tokenizer``,
+                ``tiktoken.Encoding`` or a transformers fast tokenizer).
+            chunking: ``"any"`` or ``"tokens"``; default ``"tokens"`` when a
+                tokenizer decodes the source (its output is token-aligned),
+                else ``"any"``.
+            id_factory: makes call ids.
+            **options: ``buffer_size``, ``prefetch``, ``max_batch``.
+
+        Raises:
+            UnknownParserError, ToolSpecError: as :class:`~deltaflow.ResponseParser`.
+        """
+        mode = chunking or ("tokens" if tokenizer is not None else "any")
+        factories = default_stage_factories(
+            tool_parser,
+            reasoning_parser,
+            tools,
+            enable_thinking,
+            chunking=mode,
+            id_factory=id_factory,
+            tokenizer=tokenizer,
+            detokenize=True,
+        )
+        context = {"tool_parser": tool_parser, "reasoning_parser": reasoning_parser}
+        return cls(factories, log_context=context, **options)
+
+    # -- composition ------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        """The stage names, in order."""
+        return [n for n, _ in self._stages]
+
+    def _index(self, name: str) -> int:
+        for i, (n, _) in enumerate(self._stages):
+            if n == name:
+                return i
+        raise KeyError(f"no stage named {name!r}; stages: {', '.join(self.names)}")
+
+    def _add(self, at: int, name: str, factory: StageFactory) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError("a stage name must be a non-empty str")
+        if any(n == name for n, _ in self._stages):
+            raise ValueError(f"a stage named {name!r} is already in the pipeline")
+        if not callable(factory):
+            raise TypeError(f"the factory of stage {name!r} must be callable, got {type(factory).__name__}")
+        self._stages.insert(at, (name, factory))
+
+    def insert_before(self, before: str, name: str, factory: StageFactory) -> Pipeline:
+        """Insert a stage before the stage named ``before``; returns self."""
+        self._add(self._index(before), name, factory)
+        return self
+
+    def insert_after(self, after: str, name: str, factory: StageFactory) -> Pipeline:
+        """Insert a stage after the stage named ``after``; returns self."""
+        self._add(self._index(after) + 1, name, factory)
+        return self
+
+    def append(self, name: str, factory: StageFactory) -> Pipeline:
+        """Add a stage at the end; returns self."""
+        self._add(len(self._stages), name, factory)
+        return self
+
+    def replace(self, name: str, factory: StageFactory) -> Pipeline:
+        """Replace the factory of the stage named ``name``; returns self."""
+        i = self._index(name)
+        self._stages[i] = (name, factory)
+        return self
+
+    def remove(self, name: str) -> Pipeline:
+        """Remove the stage named ``name``; returns self."""
+        del self._stages[self._index(name)]
+        return self
+
+    def build(self) -> list[Any]:
+        """Fresh stage instances for one response, in order."""
+        stages = []
+        for name, factory in self._stages:
+            st = factory()
+            if getattr(st, "name", None) != name:
+                try:
+                    st.name = name
+                except AttributeError:
+                    pass
+            stages.append(st)
+        return stages
+
+    # -- running ------------------------------------------------------------------
+    @asynccontextmanager
+    async def open(self, source: AsyncIterable[Any]) -> AsyncIterator[DeltaStream]:
+        """Run the pipeline over ``source``; yields a :class:`DeltaStream` of deltas.
+
+        Raises:
+            StageError: a stage or the source raised (``__cause__`` is the original).
+        """
+        if not isinstance(source, AsyncIterable):
+            raise TypeError(f"source must be an async iterable, got {type(source).__name__}")
+        stages = self.build()
+        for st in stages:
+            if hasattr(st, "diagnostics"):
+                st.diagnostics = []
+        framer = next((s for s in reversed(stages) if isinstance(s, DeltaFramer)), None)
+        usage = framer.usage if framer is not None else Usage()
+        stream_id = f"df-{next(_stream_ids)}"
+        segments: list[Any] = []
+        for st in stages:
+            if _is_async_stage(st):
+                segments.append(st)
+            elif segments and isinstance(segments[-1], list):
+                segments[-1].append(st)
+            else:
+                segments.append([st])
+        with structlog.contextvars.bound_contextvars(stream_id=stream_id, **self.log_context):
+            try:
+                async with anyio.create_task_group() as tg:
+                    receive: ObjectReceiveStream[Any] | None = None
+                    if self.prefetch > 0 or not segments or not isinstance(segments[0], list):
+                        send0, receive = anyio.create_memory_object_stream[Any](self.prefetch)
+                        tg.start_soon(_pump, source, send0)
+                    for k, seg in enumerate(segments):
+                        send, nxt = anyio.create_memory_object_stream[Any](self.buffer_size)
+                        if isinstance(seg, list):
+                            chain = SyncChain(seg)
+                            if receive is None:
+                                tg.start_soon(_run_chain_pulling, chain, source, send)
+                            else:
+                                tg.start_soon(_run_chain, chain, receive, send, self.max_batch)
+                        else:
+                            assert receive is not None
+                            tg.start_soon(_run_async_stage, seg, receive, send)
+                        receive = nxt
+                    assert receive is not None
+                    deltas = DeltaStream(receive, usage, stream_id)
+                    try:
+                        yield deltas
+                    finally:
+                        tg.cancel_scope.cancel()
+                        await receive.aclose()
+            except BaseExceptionGroup as group:
+                errors = _leaves(group)
+                if len(errors) == 1 and isinstance(errors[0], Exception):
+                    raise errors[0] from errors[0].__cause__
+                raise
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for e in group.exceptions:
+        if isinstance(e, BaseExceptionGroup):
+            out += _leaves(e)
+        else:
+            out.append(e)
+    return out
+
+
+async def _aclose(source: Any) -> None:
+    aclose = getattr(source, "aclose", None)
+    if aclose is not None:
+        with anyio.CancelScope(shield=True):
+            await aclose()
+
+
+async def _pump(source: AsyncIterable[Any], send: ObjectSendStream[Any]) -> None:
+    """Read the source into the first edge (stops when the edge's reader is gone)."""
+    it = source.__aiter__()
+    try:
+        async with send:
+            while True:
+                try:
+                    raw = await it.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    raise StageError("source", f"the source raised {exc!r}") from exc
+                try:
+                    chunk = to_chunk(raw)
+                except TypeError as exc:
+                    raise StageError("source", str(exc)) from exc
+                try:
+                    await send.send(chunk)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    break
+    finally:
+        await _aclose(it)
+
+
+def _diagnose(chain: SyncChain) -> None:
+    for st in chain.stages:
+        diags = getattr(st, "diagnostics", None)
+        if diags:
+            for event, fields in diags:
+                _log.debug(event, stage=st.name, **fields)
+            diags.clear()
+
+
+async def _send_all(send: ObjectSendStream[Any], items: list[Any]) -> bool:
+    try:
+        for it in items:
+            await send.send(it)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        return False
+    return True
+
+
+async def _run_chain(
+    chain: SyncChain, receive: ObjectReceiveStream[Any], send: ObjectSendStream[Any], max_batch: int
+) -> None:
+    """A fused task: receive (coalescing what waits), run the sync stages, send the outputs."""
+    async with receive, send:
+        while True:
+            try:
+                batch = [await receive.receive()]
+            except anyio.EndOfStream:
+                break
+            while len(batch) < max_batch:
+                try:
+                    batch.append(receive.receive_nowait())
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
+            out = chain.run(batch)
+            _diagnose(chain)
+            if out and not await _send_all(send, out):
+                return
+        out = chain.finish()
+        _diagnose(chain)
+        await _send_all(send, out)
+
+
+async def _run_chain_pulling(chain: SyncChain, source: AsyncIterable[Any], send: ObjectSendStream[Any]) -> None:
+    """A fused task that pulls the source itself (``prefetch=0``)."""
+    it = source.__aiter__()
+    try:
+        async with send:
+            while True:
+                try:
+                    raw = await it.__anext__()
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:
+                    raise StageError("source", f"the source raised {exc!r}") from exc
+                try:
+                    chunk = to_chunk(raw)
+                except TypeError as exc:
+                    raise StageError("source", str(exc)) from exc
+                out = chain.run([chunk])
+                _diagnose(chain)
+                if out and not await _send_all(send, out):
+                    return
+            out = chain.finish()
+            _diagnose(chain)
+            await _send_all(send, out)
+    finally:
+        await _aclose(it)
+
+
+async def _run_async_stage(stage: Any, receive: ObjectReceiveStream[Any], send: ObjectSendStream[Any]) -> None:
+    name = getattr(stage, "name", type(stage).__name__)
+    async with receive, send:
+        try:
+            await stage.run(receive, send)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return
+        except Exception as exc:
+            raise StageError(name, f"stage {name!r} failed: {exc!r}") from exc
+
+
+@asynccontextmanager
+async def stream(
+    source: AsyncIterable[Any],
+    *,
+    tool_parser: str | None = None,
+    reasoning_parser: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    enable_thinking: bool | None = None,
+    tokenizer: Any = None,
+    chunking: str | None = None,
+    pipeline: Pipeline | None = None,
+    **options: Any,
+) -> AsyncIterator[DeltaStream]:
+    """Parse an engine's async output into a stream of deltas.
+
+    Usage::
+
+        async with deltaflow.stream(engine_output, tool_parser="hermes",
+                                    reasoning_parser="qwen3", tokenizer=tok) as deltas:
+            async for delta in deltas:
+                ...
+
+    Args:
+        source: an async iterable of ``str``, token ids (``int`` or
+            ``list[int]``) or :class:`~deltaflow.items.TokenChunk`.
+        tool_parser: see :class:`~deltaflow.ResponseParser`.
+        reasoning_parser: see :class:`~deltaflow.ResponseParser`.
+        tools: see :class:`~deltaflow.ResponseParser`.
+        enable_thinking: see :class:`~deltaflow.ResponseParser`.
+        tokenizer: decodes token ids (required when the source gives ids without text).
+        chunking: see :meth:`Pipeline.for_model`.
+        pipeline: a custom :class:`Pipeline` (the dialect arguments are then ignored).
+        **options: ``buffer_size``, ``prefetch``, ``max_batch`` for the default pipeline.
+
+    Raises:
+        StageError: a stage or the source raised; ``__cause__`` is the original.
+    """
+    if pipeline is None:
+        pipeline = Pipeline.for_model(
+            tool_parser, reasoning_parser, tools, enable_thinking, tokenizer=tokenizer, chunking=chunking, **options
+        )
+    async with pipeline.open(source) as deltas:
+        yield deltas
