@@ -73,7 +73,7 @@ class JsonEnvelopeParser:
 
     __slots__ = (
         "done", "_ctx", "_spec", "_state", "_call", "_named", "_name_key", "_args_key",
-        "_scan", "_key_parts", "_val_parts", "_pending", "_emit_from", "_raw_from",
+        "_scan", "_key_parts", "_val_parts", "_pending", "_emit_from", "_raw_from", "_uncommitted",
         "_open_idx", "_args_started", "_args_done", "_text",
     )
 
@@ -98,13 +98,26 @@ class JsonEnvelopeParser:
         self._key_parts: list[str] = []
         self._val_parts: list[str] = []
         self._pending: list[str] = []
+        # Envelope text consumed since the last commit point (the end of a
+        # complete member, or the start of the arguments). It becomes raw text
+        # of the call at the next commit, or is surfaced if the block breaks,
+        # so what is surfaced never depends on where chunks ended.
+        self._uncommitted: list[str] = []
         self._emit_from = 0
+
+    @property
+    def complete(self) -> bool:
+        """The call is complete; only an optional closer or separator may follow."""
+        return self._state == _POST
 
     # -- emission helpers ---------------------------------------------------
     def _emit(self, out: list[object], pos: int, *, name: str | None = None, args: str = "",
               end: bool = False, abort: bool = False) -> None:
         text = self._text
         raw = text[self._raw_from:pos] if pos > self._raw_from else ""
+        if self._uncommitted:
+            raw = "".join(self._uncommitted) + raw
+            self._uncommitted = []
         self._raw_from = max(self._raw_from, pos)
         out.append(ToolDelta(call=self._call, channel=self._ctx.channel, name=name, args=args,
                              raw=raw, end=end, abort=abort))
@@ -142,7 +155,8 @@ class JsonEnvelopeParser:
             if final:
                 pos = self._malformed(out, len(text))
             elif pos > self._raw_from:
-                self._emit(out, pos)
+                self._uncommitted.append(text[self._raw_from:pos])
+                self._raw_from = pos
         self._text = ""
         return pos
 
@@ -238,8 +252,8 @@ class JsonEnvelopeParser:
                     self._state = _SKIP
                 elif c == "{":
                     self._args_started = True
-                    if pos > self._raw_from:
-                        self._emit(out, pos)  # the key, so that raw and arguments coincide
+                    if pos > self._raw_from or self._uncommitted:
+                        self._emit(out, pos)  # commit the key, so that raw and arguments coincide
                     self._emit_from = self._raw_from = pos
                     self._pending = []
                     self._state = _ARGS
@@ -272,6 +286,7 @@ class JsonEnvelopeParser:
                     return self._malformed(out, self._scan.error_pos)
                 if not self._scan.done:
                     return pos
+                self._emit(out, pos)  # a complete member: commit its text to the call
                 self._state = _AFTER
             elif st == _AFTER:
                 if c == ",":
@@ -337,9 +352,7 @@ class JsonEnvelopeParser:
         return self._finish_block(pos), False
 
     def _emit_raw(self, out: list[object], end: int) -> None:
-        out.append(ToolDelta(call=self._call, channel=self._ctx.channel,
-                             raw=self._text[self._raw_from:end]))
-        self._raw_from = end
+        self._emit(out, end)
 
     def _finish_block(self, pos: int) -> int:
         self._state = _DONE
@@ -365,6 +378,9 @@ class JsonEnvelopeParser:
         if self._pending:
             raw = "".join(self._pending) + raw
             self._pending = []
+        if self._uncommitted:
+            raw = "".join(self._uncommitted) + raw
+            self._uncommitted = []
         self._raw_from = max(pos, self._raw_from)
         if raw or not self._named:
             out.append(ToolDelta(call=self._call, channel=self._ctx.channel, raw=raw, abort=True))

@@ -38,6 +38,7 @@ class ReasoningSpec:
             reasoning state looks only after the last of them).
         implicit_end: markers that end reasoning when no ``end`` came first
             (e.g. GLM-4.7's ``<tool_call>``); they start the content.
+        families: model families served (for ``deltaflow parsers`` and the README).
     """
 
     name: str
@@ -48,6 +49,7 @@ class ReasoningSpec:
     tokenizers: tuple[str, ...] = ()
     turn_markers: tuple[str, ...] = ()
     implicit_end: tuple[str, ...] = ()
+    families: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,10 @@ class ToolParser(Protocol):
     ``text[returned:]`` and gives it again, followed by new text; the parser
     keeps that tail short (a partial marker, escape, number or literal).
     With ``final=True`` the parser must end (``done`` becomes True).
+
+    A parser may also expose ``complete`` (True when the block could end
+    where the input stopped, only an optional closer or separator still
+    being looked for): when the channel changes there, the block is ended.
     """
 
     done: bool
@@ -103,6 +109,7 @@ class ToolDialect:
         markers: every marker of the format (openers, closers, separators);
             the detokenizer keeps them as text even when a tokenizer marks
             them special.
+        families: model families served (for ``deltaflow parsers`` and the README).
     """
 
     name: str
@@ -113,3 +120,4 @@ class ToolDialect:
     token_prefixes: tuple[str, ...] = ()
     tokenizers: tuple[str, ...] = ()
     description: str = ""
+    families: tuple[str, ...] = ()

@@ -13,6 +13,9 @@ Rules (shared/dialects.md section 0):
   marker; blank text before it is reasoning. A later start marker is text.
 * The first end marker ends reasoning; everything after it is content
   (a second end marker is content text).
+* A dialect may declare implicit terminators (GLM-4.7's ``<tool_call>``
+  when ``</think>`` is missing): the first of them ends reasoning too, and
+  the marker itself starts the content (so the tool call is not lost).
 
 Usage: on each :class:`~deltaflow.items.ChunkEnd` the splitter counts the
 chunk's tokens that lie in the raw reasoning span (markers and any tool
@@ -21,6 +24,8 @@ payload nested in it included) and forwards the marker with
 """
 
 from __future__ import annotations
+
+import re
 
 
 from .._core.holdback import MarkerHoldback
@@ -48,7 +53,7 @@ class ReasoningSplitter:
     name = "reasoning"
     __slots__ = (
         "_spec", "_mode", "_buf", "_open", "_hb_start", "_hb_end", "_finished",
-        "_in_pos", "_chunk_start", "_reasoning_until",
+        "_in_pos", "_chunk_start", "_reasoning_until", "_end_re",
     )
 
     def __init__(self, spec: ReasoningSpec | None, *, enabled: bool = True, chunking: str = "any") -> None:
@@ -67,7 +72,12 @@ class ReasoningSplitter:
         self._mode = _START
         self._open = spec.starts_open
         self._hb_start = MarkerHoldback((spec.start,), spec.token_prefixes, chunking)
-        self._hb_end = MarkerHoldback((spec.end,), spec.token_prefixes, chunking)
+        self._hb_end = MarkerHoldback((spec.end, *spec.implicit_end), spec.token_prefixes, chunking)
+        self._end_re = (
+            re.compile("|".join(re.escape(m) for m in (spec.end, *spec.implicit_end)))
+            if spec.implicit_end
+            else None
+        )
 
     @property
     def in_reasoning(self) -> bool:
@@ -148,7 +158,14 @@ class ReasoningSplitter:
                     self._reasoning_until = self._in_pos - n + pos
         if self._mode == _REASONING:
             assert spec is not None
-            i = text.find(spec.end, pos)
+            if self._end_re is None:
+                i = text.find(spec.end, pos)
+                skip = len(spec.end)
+            else:
+                m = self._end_re.search(text, pos)
+                i = m.start() if m is not None else -1
+                # An implicit terminator starts the content; only the end marker is consumed.
+                skip = len(spec.end) if m is not None and m.group() == spec.end else 0
             if i < 0:
                 k = 0 if final else self._hb_end.held(text, pos)
                 if n - k > pos:
@@ -158,7 +175,7 @@ class ReasoningSplitter:
                 return out
             if i > pos:
                 out.append(ChannelText(_REASONING_CH, text[pos:i]))
-            pos = i + len(spec.end)
+            pos = i + skip
             # ``text`` starts at input position _in_pos - len(text).
             self._reasoning_until = self._in_pos - n + pos
             self._mode = _CONTENT

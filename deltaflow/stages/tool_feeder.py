@@ -56,7 +56,9 @@ class ToolBlockFeeder:
         self._tools = tools
         openers = dialect.openers
         self._opener = openers[0] if len(openers) == 1 else None
-        self._open_re = re.compile("|".join(re.escape(o) for o in openers))
+        # A dialect without text openers (e.g. one routed by the channel router) passes text through.
+        self._passthrough = not openers and not dialect.start_openers
+        self._open_re = re.compile("|".join(re.escape(o) for o in openers) or r"(?!)")
         self._hb = MarkerHoldback(openers, dialect.token_prefixes, chunking)
         self._start_openers = dialect.start_openers
         self._started: set[Channel] = set()
@@ -64,6 +66,7 @@ class ToolBlockFeeder:
         self._buf = ""
         self._buf_channel = Channel.CONTENT
         self._after_block = False
+        self._block_channel = Channel.CONTENT
         self._calls = 0
         self._finished = False
 
@@ -79,12 +82,22 @@ class ToolBlockFeeder:
 
     def feed(self, item: object) -> list[object]:
         """Route one item; items other than :class:`ChannelText` pass through."""
-        if item.__class__ is not ChannelText:
+        if item.__class__ is not ChannelText or self._passthrough:
             return [item]
         assert isinstance(item, ChannelText)
         out: list[object] = []
         text = item.text
         ch = item.channel
+        if self._parser is not None and ch is not self._buf_channel and getattr(self._parser, "complete", False):
+            # The channel changed while a complete block only looked ahead for an optional
+            # closer or separator: that text ended, so the block ends in its own channel.
+            held, self._buf = self._buf, ""
+            self._process(held, self._buf_channel, out, True)
+        if self._after_block and self._parser is None and ch is not self._block_channel:
+            # A channel change (the splitter consumed a marker) separates two blocks.
+            if self._buf:
+                self._release_held(out)
+            self._after_block = False
         if self._buf:
             if self._parser is None and self._buf_channel is not ch:
                 self._release_held(out)
@@ -111,10 +124,12 @@ class ToolBlockFeeder:
         self._after_block = False
 
     def _hold(self, text: str, ch: Channel) -> None:
+        # Only ever called with the channel of the text being processed.
         self._buf = text
         self._buf_channel = ch
 
     def _start(self, ch: Channel) -> None:
+        self._block_channel = ch
         self._parser = self._dialect.factory(
             ToolParserContext(channel=ch, new_call=self._new_call, tools=self._tools, dialect=self._dialect.name)
         )
@@ -134,6 +149,7 @@ class ToolBlockFeeder:
         return any(text.startswith(o, pos) for o in self._start_openers)
 
     def _process(self, text: str, ch: Channel, out: list[object], final: bool) -> None:
+        self._buf_channel = ch  # the channel of the text being processed (and of what gets held)
         pos = 0
         n = len(text)
         while True:
@@ -146,7 +162,9 @@ class ToolBlockFeeder:
                     return
                 self._parser = None
                 pos = end
-                self._after_block = True
+                # Whitespace right after a block may be swallowed, unless the block ended
+                # in another channel's text (a consumed marker lies between them).
+                self._after_block = ch is self._block_channel
             if pos >= n:
                 return
             if self._after_block:
@@ -173,8 +191,6 @@ class ToolBlockFeeder:
                         pos = ws_end
                         self._start(ch)
                         continue
-                    if not self._open_re.match(text, ws_end):
-                        self._started.add(ch)
             i = self._find(text, pos)
             if i >= 0:
                 if i > pos:
@@ -187,6 +203,8 @@ class ToolBlockFeeder:
             k = 0 if final else self._hb.held(text, pos)
             if n - k > pos:
                 out.append(ChannelText(ch, text[pos : n - k] if (pos or k) else text))
+                if self._start_openers and ch not in self._started and text[pos : n - k].strip():
+                    self._started.add(ch)  # real text: a bare start opener no longer opens a block here
             if k:
                 self._hold(text[n - k :], ch)
             return
