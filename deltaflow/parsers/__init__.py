@@ -1,6 +1,7 @@
 """Model protocols: dialect declarations, drivers and the registry (sans-IO)."""
 
 from . import registry as registry
+from .base import ToolParserBase as ToolParserBase
 from .dialects.json_tools import json_envelope_dialect as json_envelope_dialect
 from .json_envelope import JsonEnvelopeParser as JsonEnvelopeParser
 from .json_envelope import JsonEnvelopeSpec as JsonEnvelopeSpec
@@ -16,6 +17,7 @@ __all__ = (
     "ReasoningSpec",
     "ToolDialect",
     "ToolParser",
+    "ToolParserBase",
     "ToolParserContext",
     "TokenReasoning",
     "json_envelope_dialect",

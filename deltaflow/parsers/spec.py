@@ -39,6 +39,9 @@ class ReasoningSpec:
         implicit_end: markers that end reasoning when no ``end`` came first
             (e.g. GLM-4.7's ``<tool_call>``); they start the content.
         families: model families served (for ``deltaflow parsers`` and the README).
+        default_enabled: whether reasoning is split when ``enable_thinking``
+            is None (False for hybrid models whose thinking is off unless
+            requested, e.g. DeepSeek-V3.1).
     """
 
     name: str
@@ -50,6 +53,7 @@ class ReasoningSpec:
     turn_markers: tuple[str, ...] = ()
     implicit_end: tuple[str, ...] = ()
     families: tuple[str, ...] = ()
+    default_enabled: bool = True
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,10 @@ def default_stage_factories(
     specs = normalize_tools(tools)
     by_name = {s.name: s for s in specs} if specs is not None else None
     allowed = None if by_name is None else frozenset(by_name)
-    thinking = enable_thinking is not False
+    if enable_thinking is None:
+        thinking = rspec.default_enabled if rspec is not None else True
+    else:
+        thinking = enable_thinking
     out: list[tuple[str, Callable[[], Stage]]] = []
     if detokenize:
         keep: list[str] = []

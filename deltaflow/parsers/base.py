@@ -1,0 +1,120 @@
+"""A base class for tool parsers: call numbering and raw-text attribution.
+
+Every :class:`~deltaflow.items.ToolDelta` carries the raw model text it
+accounts for, so that later stages can surface a rejected or malformed call
+as text. The rule this base enforces: *what is attributed where must not
+depend on where chunks ended*. Text consumed since the last structural
+commit point is kept as *uncommitted*; it becomes raw text of the call at
+the next :meth:`emit`, or is surfaced by :meth:`abort` if the block breaks.
+Never attribute text at a chunk end (use :meth:`hold` there).
+
+A subclass implements :meth:`feed_tool_block` (the contract is
+:class:`~deltaflow.parsers.spec.ToolParser`): call :meth:`begin` first,
+consume from ``start``, :meth:`emit` events at structural points,
+:meth:`hold` at the end of the call, :meth:`finish_block` when the block is
+over, :meth:`abort` when it cannot go on.
+"""
+
+from __future__ import annotations
+
+from ..items import ToolDelta
+from .spec import ToolParserContext
+
+__all__ = ("ToolParserBase",)
+
+
+class ToolParserBase:
+    """Shared machinery of tool parsers (see the module docstring).
+
+    Attributes:
+        done: the block is over; the caller takes the text after it.
+        named: the current call's name was emitted.
+    """
+
+    __slots__ = ("done", "named", "ctx", "call", "_text", "_raw_from", "_uncommitted")
+
+    def __init__(self, ctx: ToolParserContext) -> None:
+        self.done = False
+        self.named = False
+        self.ctx = ctx
+        self.call = -1
+        self._text = ""
+        self._raw_from = 0
+        self._uncommitted: list[str] = []
+
+    # -- to override ------------------------------------------------------------
+    def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
+        """Consume ``text[start:]``; see :class:`~deltaflow.parsers.spec.ToolParser`."""
+        raise NotImplementedError
+
+    # -- helpers ------------------------------------------------------------------
+    def begin(self, text: str, start: int) -> None:
+        """Start a feed call over ``text`` from ``start``."""
+        self._text = text
+        self._raw_from = start
+
+    def new_call(self) -> int:
+        """Start the next call of this block; returns its response-wide number."""
+        self.call = self.ctx.new_call()
+        self.named = False
+        return self.call
+
+    def emit(
+        self,
+        out: list[object],
+        pos: int,
+        *,
+        name: str | None = None,
+        id: str | None = None,
+        args: str = "",
+        end: bool = False,
+    ) -> None:
+        """Emit an event for the current call; its raw text is everything uncommitted up to ``pos``."""
+        raw = self._take(pos)
+        if name is not None:
+            self.named = True
+        out.append(ToolDelta(call=self.call, channel=self.ctx.channel, name=name, id=id, args=args, raw=raw, end=end))
+
+    def emit_args(self, out: list[object], args: str) -> None:
+        """Emit an arguments fragment whose raw text was attributed already (or is ``args`` itself)."""
+        out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=args))
+
+    def hold(self, pos: int) -> None:
+        """Keep the text consumed up to ``pos`` as uncommitted (call at the end of a feed)."""
+        if pos > self._raw_from:
+            self._uncommitted.append(self._text[self._raw_from : pos])
+            self._raw_from = pos
+
+    def abort(self, out: list[object], pos: int, *, close_args: str | None = None) -> int:
+        """End the block at ``pos``: complete a named call, surface the uncommitted text.
+
+        Args:
+            out: the event list.
+            pos: where the block stops; the caller gets ``text[pos:]`` back as text.
+            close_args: for a named call, the text that closes its arguments
+                (``"{}"`` when none were emitted, a closer otherwise).
+
+        Returns:
+            ``pos``, with ``done`` set.
+        """
+        if self.named and close_args is not None:
+            out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=close_args, end=True))
+        raw = self._take(pos)
+        if raw or not self.named:
+            out.append(ToolDelta(call=self.call, channel=self.ctx.channel, raw=raw, abort=True))
+        return self.finish_block(pos)
+
+    def finish_block(self, pos: int) -> int:
+        """Mark the block over at ``pos``; returns ``pos``."""
+        self.done = True
+        return pos
+
+    def _take(self, pos: int) -> str:
+        text = self._text
+        raw = text[self._raw_from : pos] if pos > self._raw_from else ""
+        if self._uncommitted:
+            raw = "".join(self._uncommitted) + raw
+            self._uncommitted = []
+        if pos > self._raw_from:
+            self._raw_from = pos
+        return raw
