@@ -3,6 +3,8 @@
 The public API is re-exported here; see the README for a tour.
 """
 
+import msgspec as _msgspec
+
 from . import parsers as _parsers  # registers the built-in dialects
 from .errors import DeltaflowError as DeltaflowError
 from .errors import ModelOutputError as ModelOutputError
@@ -17,6 +19,7 @@ from .messages import DeltaMessage as DeltaMessage
 from .messages import DeltaToolCall as DeltaToolCall
 from .messages import FunctionCall as FunctionCall
 from .messages import ToolCall as ToolCall
+from .presets import UnknownModelError as UnknownModelError
 from .pipeline.runner import AsyncStage as AsyncStage
 from .pipeline.runner import DeltaStream as DeltaStream
 from .pipeline.runner import Pipeline as Pipeline
@@ -47,6 +50,7 @@ __all__ = (
     "ToolCall",
     "ToolSpec",
     "ToolSpecError",
+    "UnknownModelError",
     "UnknownParserError",
     "__version__",
     "accumulate",
@@ -57,9 +61,12 @@ __all__ = (
 
 for _name in __all__:
     _obj = globals()[_name]
+    # msgspec resolves a Struct's postponed annotations in its __module__: leave Structs alone.
+    if isinstance(_obj, type) and issubclass(_obj, _msgspec.Struct):
+        continue
     if getattr(_obj, "__module__", "deltaflow").startswith("deltaflow."):
         try:
             _obj.__module__ = "deltaflow"
         except (AttributeError, TypeError):  # pragma: no cover - builtins
             pass
-del _name, _obj, _parsers
+del _name, _obj, _parsers, _msgspec

@@ -90,7 +90,7 @@ class TokenReasoning:
             turn_ids=turns,
             implicit_end_ids=implicit,
             starts_open=spec.starts_open,
-            enabled=enable_thinking is not False,
+            enabled=spec.default_enabled if enable_thinking is None else enable_thinking,
         )
 
     def _content_start(self, ids: Sequence[int]) -> int | None:

@@ -159,6 +159,7 @@ class Pipeline:
         tokenizer: Any = None,
         chunking: str | None = None,
         id_factory: Callable[[], str] = new_call_id,
+        model: str | None = None,
         **options: Any,
     ) -> Pipeline:
         """The default chain for a dialect.
@@ -174,6 +175,7 @@ class Pipeline:
                 tokenizer decodes the source (its output is token-aligned),
                 else ``"any"``.
             id_factory: makes call ids.
+            model: a model name whose preset gives the parsers not passed explicitly.
             **options: ``buffer_size``, ``prefetch``, ``max_batch``.
 
         Raises:
@@ -189,8 +191,9 @@ class Pipeline:
             id_factory=id_factory,
             tokenizer=tokenizer,
             detokenize=True,
+            model=model,
         )
-        context = {"tool_parser": tool_parser, "reasoning_parser": reasoning_parser}
+        context = {"tool_parser": tool_parser, "reasoning_parser": reasoning_parser, "model": model}
         return cls(factories, log_context=context, **options)
 
     # -- composition ------------------------------------------------------------
@@ -443,6 +446,7 @@ async def stream(
     tokenizer: Any = None,
     chunking: str | None = None,
     pipeline: Pipeline | None = None,
+    model: str | None = None,
     **options: Any,
 ) -> AsyncIterator[DeltaStream]:
     """Parse an engine's async output into a stream of deltas.
@@ -464,6 +468,7 @@ async def stream(
         tokenizer: decodes token ids (required when the source gives ids without text).
         chunking: see :meth:`Pipeline.for_model`.
         pipeline: a custom :class:`Pipeline` (the dialect arguments are then ignored).
+        model: a model name whose preset gives the parsers not passed explicitly.
         **options: ``buffer_size``, ``prefetch``, ``max_batch`` for the default pipeline.
 
     Raises:
@@ -471,7 +476,14 @@ async def stream(
     """
     if pipeline is None:
         pipeline = Pipeline.for_model(
-            tool_parser, reasoning_parser, tools, enable_thinking, tokenizer=tokenizer, chunking=chunking, **options
+            tool_parser,
+            reasoning_parser,
+            tools,
+            enable_thinking,
+            tokenizer=tokenizer,
+            chunking=chunking,
+            model=model,
+            **options,
         )
     async with pipeline.open(source) as deltas:
         yield deltas

@@ -18,6 +18,7 @@ from ..errors import StateError
 from ..items import ChunkEnd
 from ..messages import ChatMessage, DeltaMessage, FunctionCall, ToolCall
 from ..parsers import registry
+from ..presets import resolve_model
 from ..stages._protocol import Stage
 from ..stages.detokenize import Detokenizer
 from ..stages.framer import DeltaFramer
@@ -44,15 +45,18 @@ def default_stage_factories(
     id_factory: Callable[[], str] = new_call_id,
     tokenizer: Any = None,
     detokenize: bool = False,
+    model: str | None = None,
 ) -> list[tuple[str, Callable[[], Stage]]]:
     """The default ``(name, factory)`` pairs for a dialect; each factory builds a fresh stage.
 
     The chain is: detokenize (only with ``detokenize=True``), channel router,
     reasoning splitter, tool block feeder, identity-first buffer, name
     filter/reindexer (the last three only with a tool parser), framer.
-    Arguments are validated here, once, not per response.
+    Arguments are validated here, once, not per response. ``model`` picks
+    the parsers of a preset (:mod:`deltaflow.presets`) unless given explicitly.
 
     Raises:
+        UnknownModelError: ``model`` has no preset.
         UnknownParserError: an unregistered parser name.
         ToolSpecError: an invalid ``tools`` entry.
         ValueError: a bad ``chunking``.
@@ -61,6 +65,10 @@ def default_stage_factories(
         raise ValueError(f"chunking must be 'any' or 'tokens', got {chunking!r}")
     if enable_thinking is not None and not isinstance(enable_thinking, bool):
         raise TypeError(f"enable_thinking must be a bool or None, got {type(enable_thinking).__name__}")
+    if model is not None:
+        preset = resolve_model(model)
+        tool_parser = tool_parser if tool_parser is not None else preset.tool_parser
+        reasoning_parser = reasoning_parser if reasoning_parser is not None else preset.reasoning_parser
     dialect = registry.get_tool_parser(tool_parser) if tool_parser is not None else None
     rspec = registry.get_reasoning_parser(reasoning_parser) if reasoning_parser is not None else None
     specs = normalize_tools(tools)
@@ -116,9 +124,12 @@ class ResponseParser:
             ``"tokens"`` holds only the prefixes the dialect's real
             tokenizer can leave at a token boundary, for token-aligned input.
         id_factory: makes ids for calls (default: ``call_`` + 24 hex digits).
+        model: a model name whose preset gives the parsers not passed
+            explicitly (e.g. ``"Qwen/Qwen3-8B"``; see :mod:`deltaflow.presets`).
 
     Raises:
         UnknownParserError: an unregistered parser name (a ``ValueError``).
+        UnknownModelError: ``model`` has no preset (a ``ValueError``).
         ToolSpecError: an invalid ``tools`` entry (a ``ValueError``).
     """
 
@@ -133,9 +144,16 @@ class ResponseParser:
         *,
         chunking: str = "any",
         id_factory: Callable[[], str] = new_call_id,
+        model: str | None = None,
     ) -> None:
         stages = default_stages(
-            tool_parser, reasoning_parser, tools, enable_thinking, chunking=chunking, id_factory=id_factory
+            tool_parser,
+            reasoning_parser,
+            tools,
+            enable_thinking,
+            chunking=chunking,
+            id_factory=id_factory,
+            model=model,
         )
         framer = stages[-1]
         assert isinstance(framer, DeltaFramer)
@@ -223,6 +241,7 @@ def parse_complete(
     tools: list[dict[str, Any]] | None = None,
     enable_thinking: bool | None = None,
     id_factory: Callable[[], str] = new_call_id,
+    model: str | None = None,
 ) -> ChatMessage:
     """Parse a complete model output.
 
@@ -236,10 +255,13 @@ def parse_complete(
         tools: see :class:`ResponseParser`.
         enable_thinking: see :class:`ResponseParser`.
         id_factory: see :class:`ResponseParser`.
+        model: see :class:`ResponseParser`.
 
     Returns:
         The message: ``content``, ``reasoning_content`` (pieces joined; None
         when empty) and ``tool_calls``.
     """
-    parser = ResponseParser(tool_parser, reasoning_parser, tools, enable_thinking, id_factory=id_factory)
+    parser = ResponseParser(
+        tool_parser, reasoning_parser, tools, enable_thinking, id_factory=id_factory, model=model
+    )
     return accumulate(parser.feed(text, final=True))

@@ -1,0 +1,146 @@
+"""Model presets: common model names -> their tool and reasoning parsers.
+
+``ResponseParser(model="Qwen/Qwen3-8B")`` picks the parsers an inference
+server would use for that model. Lookups ignore case and accept the name
+with or without its organization (``"Qwen3-8B"``). Explicit
+``tool_parser=`` / ``reasoning_parser=`` arguments override a preset.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from .errors import DeltaflowError
+
+__all__ = ("Preset", "UnknownModelError", "list_presets", "resolve_model")
+
+
+class UnknownModelError(DeltaflowError, ValueError):
+    """A model name with no preset; the message suggests the closest names.
+
+    Attributes:
+        model: the name asked for.
+        suggestions: the closest known names.
+    """
+
+    def __init__(self, model: str, suggestions: list[str]) -> None:
+        self.model = model
+        self.suggestions = suggestions
+        hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+        super().__init__(
+            f"no preset for model {model!r}{hint} (pass tool_parser= and reasoning_parser= explicitly, "
+            "or see deltaflow.presets.list_presets())"
+        )
+
+
+@dataclass(frozen=True)
+class Preset:
+    """The parsers for one model."""
+
+    model: str
+    tool_parser: str | None
+    reasoning_parser: str | None
+
+
+_TABLE: tuple[tuple[str, str | None, str | None], ...] = (
+    # Qwen (shared/dialects.md sections 1 and 6)
+    ("Qwen/Qwen2.5-7B-Instruct", "hermes", None),
+    ("Qwen/Qwen2.5-72B-Instruct", "hermes", None),
+    ("Qwen/QwQ-32B", "hermes", "qwen3"),
+    ("Qwen/Qwen3-0.6B", "hermes", "qwen3"),
+    ("Qwen/Qwen3-1.7B", "hermes", "qwen3"),
+    ("Qwen/Qwen3-4B", "hermes", "qwen3"),
+    ("Qwen/Qwen3-8B", "hermes", "qwen3"),
+    ("Qwen/Qwen3-14B", "hermes", "qwen3"),
+    ("Qwen/Qwen3-32B", "hermes", "qwen3"),
+    ("Qwen/Qwen3-30B-A3B", "hermes", "qwen3"),
+    ("Qwen/Qwen3-235B-A22B", "hermes", "qwen3"),
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", "hermes", None),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507", "hermes", None),
+    ("Qwen/Qwen3-30B-A3B-Thinking-2507", "hermes", "qwen3"),
+    ("Qwen/Qwen3-235B-A22B-Thinking-2507", "hermes", "qwen3"),
+    ("Qwen/Qwen3-Coder-30B-A3B-Instruct", "qwen3_coder", None),
+    ("Qwen/Qwen3-Coder-480B-A35B-Instruct", "qwen3_coder", None),
+    ("NousResearch/Hermes-3-Llama-3.1-8B", "hermes", None),
+    ("NousResearch/Hermes-2-Pro-Llama-3-8B", "hermes", None),
+    # InternLM (section 2)
+    ("internlm/internlm2_5-7b-chat", "internlm", None),
+    ("internlm/internlm3-8b-instruct", "internlm", None),
+    ("internlm/Intern-S1", "internlm", "qwen3"),
+    # Llama (sections 3 and 4)
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama3_json", None),
+    ("meta-llama/Llama-3.1-70B-Instruct", "llama3_json", None),
+    ("meta-llama/Llama-3.2-3B-Instruct", "llama3_json", None),
+    ("meta-llama/Llama-3.3-70B-Instruct", "llama3_json", None),
+    ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama4_pythonic", None),
+    ("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "llama4_pythonic", None),
+    # Mistral (section 5)
+    ("mistralai/Mistral-7B-Instruct-v0.3", "mistral", None),
+    ("mistralai/Mistral-Nemo-Instruct-2407", "mistral", None),
+    ("mistralai/Mistral-Small-3.2-24B-Instruct-2506", "mistral", None),
+    ("mistralai/Magistral-Small-2509", "mistral", "mistral"),
+    ("mistralai/Devstral-Small-2507", "mistral", None),
+    # GLM (section 7)
+    ("zai-org/GLM-4.5", "glm45", "glm45"),
+    ("zai-org/GLM-4.5-Air", "glm45", "glm45"),
+    ("zai-org/GLM-4.6", "glm45", "glm45"),
+    ("zai-org/GLM-4.7", "glm47", "glm45"),
+    # DeepSeek (section 8)
+    ("deepseek-ai/DeepSeek-R1", "deepseek_v3", "deepseek_r1"),
+    ("deepseek-ai/DeepSeek-R1-0528", "deepseek_v3", "deepseek_r1"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", None, "deepseek_r1"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", None, "deepseek_r1"),
+    ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", None, "deepseek_r1"),
+    ("deepseek-ai/DeepSeek-V3", "deepseek_v3", None),
+    ("deepseek-ai/DeepSeek-V3-0324", "deepseek_v3", None),
+    ("deepseek-ai/DeepSeek-V3.1", "deepseek_v31", "deepseek_v3"),
+    ("deepseek-ai/DeepSeek-V3.1-Terminus", "deepseek_v31", "deepseek_v3"),
+    ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek_v32", "deepseek_v3"),
+    ("deepseek-ai/DeepSeek-V3.2", "deepseek_v32", "deepseek_v3"),
+    # Kimi (section 9)
+    ("moonshotai/Kimi-K2-Instruct", "kimi_k2", None),
+    ("moonshotai/Kimi-K2-Instruct-0905", "kimi_k2", None),
+    ("moonshotai/Kimi-K2-Thinking", "kimi_k2", "kimi_k2"),
+    # MiniMax (section 10)
+    ("MiniMaxAI/MiniMax-M2", "minimax_m2", "minimax_m2"),
+    ("MiniMaxAI/MiniMax-M2.1", "minimax_m2", "minimax_m2"),
+    # gpt-oss (section 11)
+    ("openai/gpt-oss-20b", "openai", "openai_gptoss"),
+    ("openai/gpt-oss-120b", "openai", "openai_gptoss"),
+    # Seed-OSS (section 12)
+    ("ByteDance-Seed/Seed-OSS-36B-Instruct", "seed_oss", "seed_oss"),
+)
+
+_BY_KEY: dict[str, Preset] = {}
+for _model, _tool, _reasoning in _TABLE:
+    _p = Preset(_model, _tool, _reasoning)
+    _BY_KEY[_model.lower()] = _p
+    _BY_KEY.setdefault(_model.split("/", 1)[-1].lower(), _p)
+
+
+def list_presets() -> tuple[Preset, ...]:
+    """Every preset, in table order."""
+    return tuple(Preset(m, t, r) for m, t, r in _TABLE)
+
+
+def resolve_model(model: str) -> Preset:
+    """Return the preset of ``model``.
+
+    Raises:
+        UnknownModelError: no preset (a ``ValueError``); the message suggests close names.
+    """
+    if not isinstance(model, str):
+        raise TypeError(f"model must be a str, got {type(model).__name__}")
+    key = model.strip().lower()
+    preset = _BY_KEY.get(key) or _BY_KEY.get(key.split("/", 1)[-1])
+    if preset is not None:
+        return preset
+    names = [m for m, _, _ in _TABLE]
+    lowered = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(key, list(lowered), n=3, cutoff=0.5)
+    if not close:
+        short = {n.split("/", 1)[-1].lower(): n for n in names}
+        close = [short[c] for c in difflib.get_close_matches(key.split("/", 1)[-1], list(short), n=3, cutoff=0.5)]
+        raise UnknownModelError(model, close)
+    raise UnknownModelError(model, [lowered[c] for c in close])
