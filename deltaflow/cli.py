@@ -23,6 +23,7 @@ from . import __version__
 from .errors import DeltaflowError
 from .parsers import registry
 from .pipeline.sync import ResponseParser, accumulate
+from .presets import resolve_model
 
 __all__ = ("main",)
 
@@ -65,6 +66,7 @@ def _build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("file", nargs="?", metavar="FILE", help="the model output; '-' reads standard input")
+    p.add_argument("--model", metavar="MODEL", help="a model name whose preset picks the parsers (e.g. Qwen/Qwen3-8B)")
     p.add_argument("--tool-parser", metavar="NAME", help="tool parser (see 'deltaflow parsers')")
     p.add_argument("--reasoning-parser", metavar="NAME", help="reasoning parser (see 'deltaflow parsers')")
     p.add_argument("--tools", metavar="TOOLS_JSON", help="a JSON file with the request's tools list")
@@ -128,13 +130,20 @@ def _read_tools(path: str | None, sample: bool) -> list[Any] | None:
 
 def _cmd_parse(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
     sample = args.file is None
-    tool_parser = args.tool_parser or (_SAMPLE_TOOL_PARSER if sample else None)
-    reasoning_parser = args.reasoning_parser or (_SAMPLE_REASONING_PARSER if sample else None)
+    tool_parser = args.tool_parser
+    reasoning_parser = args.reasoning_parser
+    if args.model is not None:
+        preset = resolve_model(args.model)
+        tool_parser = tool_parser or preset.tool_parser
+        reasoning_parser = reasoning_parser or preset.reasoning_parser
+    elif sample:
+        tool_parser = tool_parser or _SAMPLE_TOOL_PARSER
+        reasoning_parser = reasoning_parser or _SAMPLE_REASONING_PARSER
     if tool_parser is not None:
         registry.get_tool_parser(tool_parser)  # unknown names fail before any input is read
     if reasoning_parser is not None:
         registry.get_reasoning_parser(reasoning_parser)
-    tools = _read_tools(args.tools, sample and args.tools is None and args.tool_parser is None)
+    tools = _read_tools(args.tools, sample and args.tools is None and args.tool_parser is None and args.model is None)
     parser = ResponseParser(
         tool_parser,
         reasoning_parser,
@@ -162,12 +171,21 @@ def _cmd_parsers(stdout: TextIO) -> int:
     stdout.write("tool parsers:\n")
     for name in registry.tool_parser_names():
         d = registry.get_tool_parser(name)
-        stdout.write(f"  {name:<14} {d.description}\n")
+        stdout.write(f"  {name:<16} {d.description}\n")
+        if d.families:
+            stdout.write(f"  {'':<16} models: {', '.join(d.families)}\n")
     stdout.write("reasoning parsers:\n")
     for name in registry.reasoning_parser_names():
         r = registry.get_reasoning_parser(name)
-        opens = "starts inside reasoning" if r.starts_open else "reasoning opened by the model"
-        stdout.write(f"  {name:<14} {r.start} ... {r.end} ({opens})\n")
+        if r.starts_open and r.default_enabled:
+            opens = "starts inside reasoning unless thinking is disabled"
+        elif r.starts_open:
+            opens = "only when thinking is enabled; then starts inside reasoning"
+        else:
+            opens = "reasoning opened by the model"
+        stdout.write(f"  {name:<16} {r.start} ... {r.end} ({opens})\n")
+        if r.families:
+            stdout.write(f"  {'':<16} models: {', '.join(r.families)}\n")
     return 0
 
 

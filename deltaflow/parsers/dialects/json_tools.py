@@ -32,6 +32,7 @@ def json_envelope_dialect(
     token_prefixes: tuple[str, ...] = (),
     tokenizers: tuple[str, ...] = (),
     description: str = "",
+    families: tuple[str, ...] = (),
 ) -> ToolDialect:
     """Declare a JSON-envelope tool dialect.
 
@@ -42,6 +43,7 @@ def json_envelope_dialect(
         token_prefixes: opener prefixes a real tokenizer leaves at a token boundary.
         tokenizers: reference tokenizers the prefixes were checked against.
         description: one line for ``deltaflow parsers``.
+        families: model families served.
     """
 
     def factory(ctx: ToolParserContext) -> JsonEnvelopeParser:
@@ -56,6 +58,7 @@ def json_envelope_dialect(
         token_prefixes=token_prefixes,
         tokenizers=tokenizers,
         description=description,
+        families=families,
     )
 
 
@@ -65,6 +68,7 @@ HERMES = register_tool_parser(
         JsonEnvelopeSpec(open=("<tool_call>",), close="</tool_call>", args_fields=("arguments", "parameters")),
         tokenizers=("qwen3", "qwen2.5"),
         description="Hermes / Qwen2.5 / Qwen3: <tool_call>{\"name\", \"arguments\"}</tool_call>",
+        families=("Hermes 2 Pro / 3", "Qwen2.5", "QwQ", "Qwen3", "Qwen3-2507"),
     )
 )
 
@@ -77,6 +81,7 @@ INTERNLM = register_tool_parser(
             args_fields=("parameters", "arguments"),
         ),
         description="InternLM2/2.5/3, Intern-S1: <|action_start|><|plugin|>{\"name\", \"parameters\"}<|action_end|>",
+        families=("InternLM2", "InternLM2.5", "InternLM3", "Intern-S1"),
     )
 )
 
@@ -93,5 +98,6 @@ LLAMA3_JSON = register_tool_parser(
         start_openers=("{",),
         tokenizers=("llama3",),
         description="Llama 3.x JSON: [<|python_tag|>]{\"name\", \"parameters\"}[; ...]",
+        families=("Llama 3.1", "Llama 3.2", "Llama 3.3"),
     )
 )

@@ -29,6 +29,7 @@ QWEN3 = register_reasoning_parser(
         token_prefixes=_SPLIT_THINK_PREFIXES,
         tokenizers=("qwen3", "qwen2.5"),
         turn_markers=("<|im_start|>", "<|im_end|>"),
+        families=("Qwen3", "Qwen3-Thinking-2507", "QwQ", "Intern-S1"),
     )
 )
 
@@ -41,5 +42,6 @@ DEEPSEEK_R1 = register_reasoning_parser(
         token_prefixes=_SPLIT_THINK_PREFIXES,
         tokenizers=("deepseek-v3.1", "qwen2.5", "llama3"),
         turn_markers=("<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"),
+        families=("DeepSeek-R1", "DeepSeek-R1-0528", "DeepSeek-R1-Distill"),
     )
 )
