@@ -1,6 +1,8 @@
 """The ``deltaflow`` command line.
 
 Commands:
+    deltaflow demo [options]             stream a bundled transcript live through the full pipeline
+    deltaflow serve [options]            the OpenAI / Anthropic compatible server (replay engine)
     deltaflow parse [FILE|-] [options]   parse a model output (the bundled sample when FILE is omitted)
     deltaflow parsers                    list the registered tool and reasoning parsers
 
@@ -91,6 +93,31 @@ def _build_parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("parsers", help="list the registered parsers", description="List the registered parsers.")
+
+    d = sub.add_parser(
+        "demo",
+        help="stream a bundled transcript live through the full pipeline",
+        description=(
+            "Stream a bundled model output, tokenized with a real tokenizer, through the full async pipeline "
+            "(detokenize -> router -> reasoning -> tools -> identity -> name filter -> framer) and show reasoning, "
+            "content and tool calls as they arrive, then the final message."
+        ),
+    )
+    d.add_argument("--transcript", metavar="NAME", default="qwen3-coding-agent", help="which bundled transcript")
+    d.add_argument("--replay", metavar="DIR", help="a folder of your own transcripts (NAME.txt + NAME.json)")
+    d.add_argument("--tokens-per-second", type=float, default=200.0, metavar="N", help="replay rate (0: no delay)")
+    d.add_argument("--no-color", action="store_true", help="plain output")
+
+    s = sub.add_parser(
+        "serve",
+        help="run the OpenAI / Anthropic compatible server",
+        description="Serve /v1/chat/completions, /v1/responses, /v1/messages, /v1/models and /v1/ws over a replay engine.",
+    )
+    s.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    s.add_argument("--replay", metavar="DIR", help="a folder of transcripts: NAME.txt + optional NAME.json")
+    s.add_argument("--tokens-per-second", type=float, default=50.0, metavar="N", help="replay rate (0: no delay)")
+    s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     return ap
 
 
@@ -189,6 +216,25 @@ def _cmd_parsers(stdout: TextIO) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    import structlog
+    import uvicorn
+
+    from .server import ReplayEngine, create_app
+
+    level = getattr(logging, args.log_level.upper())
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+    engine = ReplayEngine(args.replay, tokens_per_second=args.tokens_per_second)
+    app = create_app(engine)
+    sys.stderr.write(
+        f"deltaflow: serving {', '.join(m.id for m in engine.models())} on http://{args.host}:{args.port}/v1\n"
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """Run the command line; returns the exit status."""
     stdin = stdin or sys.stdin
@@ -198,6 +244,18 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None, stdo
     try:
         if args.command == "parsers":
             return _cmd_parsers(stdout)
+        if args.command == "demo":
+            from .demo import run_demo
+
+            return run_demo(
+                transcript=args.transcript,
+                replay=args.replay,
+                tokens_per_second=args.tokens_per_second,
+                color=not args.no_color and stdout.isatty(),
+                stdout=stdout,
+            )
+        if args.command == "serve":
+            return _cmd_serve(args)
         return _cmd_parse(args, stdin, stdout)
     except (_UsageError, DeltaflowError, ValueError) as exc:
         sys.stderr.write(f"deltaflow: error: {exc}\n")

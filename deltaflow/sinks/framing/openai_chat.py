@@ -1,0 +1,186 @@
+"""OpenAI Chat Completions streaming: ``chat.completion.chunk`` objects.
+
+Rules (what the official SDK needs): every tool-call delta has ``index``
+(dense from 0) and a ``function`` object; ``id``, ``type`` and
+``function.name`` are sent once, in the first delta of that index. The
+first chunk carries ``role``. The finish reason comes on its own last
+choice chunk; with ``include_usage`` a final chunk with empty ``choices``
+carries ``usage`` (with ``completion_tokens_details.reasoning_tokens``).
+Reasoning goes in ``reasoning_content`` (vLLM's field) or ``reasoning``.
+An error becomes an ``{"error": {...}}`` payload.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ...messages import DeltaMessage
+from ...stages.framer import Usage
+from .base import WireEvent, error_message, new_id, now
+
+__all__ = ("ChatCompletionsFramer",)
+
+
+class _Function(msgspec.Struct, omit_defaults=True):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolCall(msgspec.Struct, omit_defaults=True):
+    index: int
+    function: _Function
+    id: str | None = None
+    type: str | None = None
+
+
+class _Delta(msgspec.Struct, omit_defaults=True):
+    role: str | None = None
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _DeltaR(msgspec.Struct, omit_defaults=True):
+    role: str | None = None
+    content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _Choice(msgspec.Struct):
+    delta: Any
+    index: int = 0
+    logprobs: Any = None
+    finish_reason: str | None = None
+
+
+class _Details(msgspec.Struct):
+    reasoning_tokens: int = 0
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    completion_tokens_details: _Details
+
+
+class _Chunk(msgspec.Struct):
+    # No omit_defaults: "object" must always be sent (the SDK's stream helper checks it).
+    id: str
+    created: int
+    model: str
+    choices: list[_Choice]
+    object: str = "chat.completion.chunk"
+    usage: _Usage | None = None
+
+
+class _ErrorBody(msgspec.Struct):
+    message: str
+    type: str = "server_error"
+    code: str | None = None
+
+
+class _Error(msgspec.Struct):
+    error: _ErrorBody
+
+
+class ChatCompletionsFramer:
+    """Frames deltas as ``chat.completion.chunk`` objects.
+
+    Args:
+        model: the model id echoed in every chunk.
+        include_usage: send the final usage chunk (``stream_options.include_usage``).
+        reasoning_field: ``"reasoning_content"`` (default) or ``"reasoning"``.
+        logprobs: pass the engine logprobs through as ``choices[0].logprobs.content``.
+        prompt_tokens: counted into the usage chunk.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        include_usage: bool = False,
+        reasoning_field: str = "reasoning_content",
+        logprobs: bool = False,
+        prompt_tokens: int = 0,
+        response_id: str | None = None,
+    ) -> None:
+        if reasoning_field not in ("reasoning_content", "reasoning"):
+            raise ValueError(f"reasoning_field must be 'reasoning_content' or 'reasoning', got {reasoning_field!r}")
+        self.id = response_id or new_id("chatcmpl-")
+        self.model = model
+        self.created = now()
+        self._usage = include_usage
+        self._delta_cls: type[Any] = _Delta if reasoning_field == "reasoning_content" else _DeltaR
+        self._reasoning_key = reasoning_field
+        self._logprobs = logprobs
+        self._prompt_tokens = prompt_tokens
+        self._finish: str | None = None
+
+    def _chunk(self, delta: Any, finish: str | None = None, logprobs: Any = None) -> WireEvent:
+        return WireEvent(
+            None,
+            _Chunk(
+                id=self.id,
+                created=self.created,
+                model=self.model,
+                choices=[_Choice(delta=delta, logprobs=logprobs, finish_reason=finish)],
+            ),
+        )
+
+    def start(self) -> list[WireEvent]:
+        """The role chunk."""
+        return [self._chunk(self._delta_cls(role="assistant", content=""))]
+
+    def feed(self, delta: DeltaMessage) -> list[WireEvent]:
+        """One chunk per delta with visible fields; the finish reason is kept for :meth:`finish`."""
+        if delta.finish_reason is not None:
+            self._finish = delta.finish_reason
+        calls = None
+        if delta.tool_calls:
+            calls = [
+                _ToolCall(
+                    index=tc.index,
+                    id=tc.id,
+                    type=tc.type,
+                    function=_Function(name=tc.function.name, arguments=tc.function.arguments),
+                )
+                for tc in delta.tool_calls
+            ]
+        if delta.content is None and delta.reasoning_content is None and calls is None:
+            return []
+        kwargs: dict[str, Any] = {"content": delta.content, "tool_calls": calls}
+        kwargs[self._reasoning_key] = delta.reasoning_content
+        logprobs = {"content": delta.logprobs} if self._logprobs and delta.logprobs is not None else None
+        return [self._chunk(self._delta_cls(**kwargs), logprobs=logprobs)]
+
+    def finish(self, usage: Usage | None = None) -> list[WireEvent]:
+        """The finish-reason chunk, then the usage chunk when requested."""
+        out = [self._chunk(self._delta_cls(), finish=self._finish or "stop")]
+        if self._usage:
+            u = usage or Usage()
+            out.append(
+                WireEvent(
+                    None,
+                    _Chunk(
+                        id=self.id,
+                        created=self.created,
+                        model=self.model,
+                        choices=[],
+                        usage=_Usage(
+                            prompt_tokens=self._prompt_tokens,
+                            completion_tokens=u.completion_tokens,
+                            total_tokens=self._prompt_tokens + u.completion_tokens,
+                            completion_tokens_details=_Details(reasoning_tokens=u.reasoning_tokens),
+                        ),
+                    ),
+                )
+            )
+        return out
+
+    def error(self, exc: BaseException) -> list[WireEvent]:
+        """An ``{"error": ...}`` payload (the SDK raises it mid-stream)."""
+        return [WireEvent(None, _Error(_ErrorBody(message=error_message(exc))))]
