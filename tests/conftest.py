@@ -24,3 +24,8 @@ def shared() -> Path:
     if root is None:
         pytest.skip("../shared (conformance corpus and tokenizers) is not beside this checkout")
     return root
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return request.param

@@ -171,9 +171,8 @@ class Pipeline:
             enable_thinking: see :class:`~deltaflow.ResponseParser`.
             tokenizer: decodes token-id sources (``tokenizers.Tokenizer``,
                 ``tiktoken.Encoding`` or a transformers fast tokenizer).
-            chunking: ``"any"`` or ``"tokens"``; default ``"tokens"`` when a
-                tokenizer decodes the source (its output is token-aligned),
-                else ``"any"``.
+            chunking: ``"any"`` (default) or ``"tokens"`` (only when every
+                chunk is token-aligned, e.g. a source of token ids only).
             id_factory: makes call ids.
             model: a model name whose preset gives the parsers not passed explicitly.
             **options: ``buffer_size``, ``prefetch``, ``max_batch``.
@@ -181,7 +180,9 @@ class Pipeline:
         Raises:
             UnknownParserError, ToolSpecError: as :class:`~deltaflow.ResponseParser`.
         """
-        mode = chunking or ("tokens" if tokenizer is not None else "any")
+        # Text sources may be split anywhere, even when a tokenizer is given for id sources:
+        # "tokens" is only safe when the caller knows every chunk is token-aligned.
+        mode = chunking or "any"
         factories = default_stage_factories(
             tool_parser,
             reasoning_parser,
@@ -310,7 +311,12 @@ class Pipeline:
             except BaseExceptionGroup as group:
                 errors = _leaves(group)
                 if len(errors) == 1 and isinstance(errors[0], Exception):
-                    raise errors[0] from errors[0].__cause__
+                    exc = errors[0]
+                    context, suppress = exc.__context__, exc.__suppress_context__
+                    try:
+                        raise exc
+                    finally:  # keep the exception's own context, not the group's
+                        exc.__context__, exc.__suppress_context__ = context, suppress
                 raise
 
 

@@ -39,7 +39,7 @@ class TokenDecoder(Protocol):
 
 
 class _HFDecoder:
-    __slots__ = ("_tok", "_stream", "_drop", "_step")
+    __slots__ = ("_tok", "_stream", "_drop", "_step", "_pending")
 
     def __init__(self, tok: Any, drop: frozenset[int]) -> None:
         from tokenizers.decoders import DecodeStream
@@ -48,17 +48,26 @@ class _HFDecoder:
         self._stream = DecodeStream(skip_special_tokens=False)
         self._step = self._stream.step
         self._drop = drop
+        self._pending: list[int] = []  # ids whose bytes do not form a character yet
 
     def step(self, token_id: int) -> str:
         if token_id in self._drop:
             return ""
-        return self._step(self._tok, token_id) or ""
+        text = self._step(self._tok, token_id)
+        if text is None:
+            self._pending.append(token_id)
+            return ""
+        if self._pending:
+            self._pending = []
+        return text
 
     def flush(self) -> str:
-        # DecodeStream keeps an incomplete UTF-8 sequence to itself; there is
-        # no public way to read it back, so an output cut in the middle of a
-        # character ends without it (the ids still reach the client).
-        return ""
+        # An output cut inside a character: decode what is held (as U+FFFD).
+        if not self._pending:
+            return ""
+        text = self._tok.decode(self._pending, skip_special_tokens=False)
+        self._pending = []
+        return text  # type: ignore[no-any-return]
 
 
 class _TiktokenDecoder:
@@ -138,6 +147,13 @@ class Detokenizer:
         chars: list[int] | None = None
         if item.text is not None:
             text = item.text
+            dec = self._decoder
+            if dec is not None and ids:
+                # The engine gave the text; decode anyway to learn each token's share of
+                # it, which the reasoning-token count needs (kept only when it agrees).
+                pieces = [dec.step(i) for i in ids]
+                if "".join(pieces) == text:
+                    chars = [len(p) for p in pieces]
         elif ids:
             dec = self._decoder
             if dec is None:

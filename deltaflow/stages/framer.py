@@ -12,8 +12,9 @@ Rules (DESIGN.md, "Items between stages"):
   model's real channel order: reasoning -> tool call -> reasoning stay three
   deltas.
 * A chunk's token ids and logprobs go on the last delta that chunk
-  produced; if it produced none, on the next delta emitted (an empty delta
-  at the end of the stream at the latest): each reaches the client once.
+  produced; if it produced none, on the next delta emitted (the first delta
+  of a later chunk, or an empty delta at the end of the stream at the
+  latest): each reaches the client once, in order.
 * The finish reason goes on the last delta of the stream; ``"stop"``
   becomes ``"tool_calls"`` when an accepted call was emitted.
 * Usage: completion tokens (all token ids) and reasoning tokens (as counted
@@ -63,19 +64,30 @@ class DeltaFramer:
         if item.token_ids:
             self.usage.completion_tokens += len(item.token_ids)
             self.usage.reasoning_tokens += item.reasoning_tokens
-            self._ids.extend(item.token_ids)
-        if item.logprobs:
-            if self._logprobs is None:
-                self._logprobs = []
-            self._logprobs.extend(item.logprobs)
         if item.finish_reason is not None:
             self._finish_reason = item.finish_reason
-        if deltas and (self._ids or self._logprobs is not None):
-            last = deltas[-1]
-            last.token_ids = self._ids
-            last.logprobs = self._logprobs
+        if not deltas:
+            # A silent chunk: its metadata waits for the next delta emitted.
+            self._ids.extend(item.token_ids)
+            if item.logprobs:
+                if self._logprobs is None:
+                    self._logprobs = []
+                self._logprobs.extend(item.logprobs)
+            return deltas
+        if self._ids or self._logprobs is not None:
+            first = deltas[0]  # held metadata of earlier silent chunks: the next delta emitted
+            first.token_ids = self._ids
+            first.logprobs = self._logprobs
             self._ids = []
             self._logprobs = None
+        if item.token_ids or item.logprobs:
+            last = deltas[-1]  # this chunk's own metadata: its last delta
+            if last.token_ids is None:
+                last.token_ids = list(item.token_ids)
+            else:
+                last.token_ids = last.token_ids + item.token_ids
+            if item.logprobs:
+                last.logprobs = (last.logprobs or []) + list(item.logprobs)
         return deltas
 
     def finish(self) -> list[DeltaMessage]:

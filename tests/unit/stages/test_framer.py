@@ -107,14 +107,14 @@ def test_finish_reason_goes_on_the_last_delta() -> None:
 
 
 def test_token_ids_reach_the_client_once() -> None:
-    """A chunk's token ids go on its last delta, or on the next delta when it produced none."""
+    """A chunk's token ids go on its last delta, or on the next delta emitted when it produced none."""
     f = DeltaFramer()
     out = f.feed(ChunkEnd(token_ids=[1, 2]))  # no delta: the ids wait
     out += f.feed(ChannelText(R, "r"))
     out += f.feed(ChannelText(C, "c"))
     out += f.feed(ChunkEnd(token_ids=[3]))
     out += f.finish()
-    assert [d.token_ids for d in out] == [None, [1, 2, 3]]
+    assert [d.token_ids for d in out] == [[1, 2], [3]]
     assert f.usage.completion_tokens == 3
 
 
