@@ -4,7 +4,8 @@ Stable-prefix guarantee: holds nothing. A call whose name was not offered
 (when the request gave ``tools``) is never emitted: its raw text is surfaced
 as text in the channel it was opened from (nothing is silently lost).
 Accepted calls get indexes 0, 1, 2, ... in order, and an id: the one the
-model wrote, else a new ``call_...`` id.
+model wrote (unless an earlier call of the response already had it), else
+a new ``call_...`` id.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class NameFilter:
     """
 
     name = "name_filter"
-    __slots__ = ("_allowed", "_id_factory", "_live", "_index", "_rejected", "accepted", "diagnostics")
+    __slots__ = ("_allowed", "_id_factory", "_live", "_index", "_rejected", "_ids", "accepted", "diagnostics")
 
     def __init__(self, allowed: Iterable[str] | None = None, id_factory: Callable[[], str] = new_call_id) -> None:
         self._allowed = None if allowed is None else frozenset(allowed)
@@ -39,6 +40,7 @@ class NameFilter:
         self._live = -1
         self._index = -1
         self._rejected = -1
+        self._ids: set[str] = set()  # ids given out, so a model-written id is never sent twice
         self.accepted = 0
         # (event, fields) pairs for the shell to log; None: not collected.
         self.diagnostics: list[tuple[str, dict[str, object]]] | None = None
@@ -59,7 +61,9 @@ class NameFilter:
             self._live = item.call
             self._index = self.accepted
             self.accepted += 1
-            return [CallDelta(index=self._index, id=item.id or self._id_factory(), name=item.name, args=item.args)]
+            call_id = item.id if item.id and item.id not in self._ids else self._id_factory()
+            self._ids.add(call_id)
+            return [CallDelta(index=self._index, id=call_id, name=item.name, args=item.args)]
         if item.call == self._live:
             return [CallDelta(index=self._index, args=item.args)] if item.args else []
         if item.call == self._rejected and item.raw:
