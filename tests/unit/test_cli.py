@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from deltaflow.parsers import registry
+
 import deltaflow
 from deltaflow.cli import main
 
@@ -130,14 +132,14 @@ def test_parsers_lists_names() -> None:
     assert status == 0
     for name in ("hermes", "internlm", "llama3_json", "qwen3", "deepseek_r1"):
         assert name in out
-    assert out.index("tool parsers") < out.index("hermes") < out.index("reasoning parsers") < out.index("qwen3")
+    assert out.index("tool parsers") < out.index("hermes") < out.index("reasoning parsers") < out.index("  qwen3 ")
 
 
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
-        (["parse", "-", "--tool-parser", "nope"], "hermes, internlm, llama3_json"),
-        (["parse", "-", "--reasoning-parser", "nope"], "deepseek_r1, qwen3"),
+        (["parse", "-", "--tool-parser", "nope"], ", ".join(registry.tool_parser_names())),
+        (["parse", "-", "--reasoning-parser", "nope"], ", ".join(registry.reasoning_parser_names())),
     ],
     ids=["tool", "reasoning"],
 )
