@@ -3,7 +3,8 @@
 The flow through the stages is::
 
     TokenChunk --detokenize--> str, ChunkEnd
-        --channel router--> str, ChunkEnd
+        --channel router--> str, ChunkEnd (or, for channel-framed dialects such as
+                            Harmony, ChannelText and ToolDelta directly)
         --reasoning splitter--> ChannelText
         --tool block feeder-->  ChannelText | ToolDelta   (raw events of the dialect's tool parser)
         --identity-first buffer--> ChannelText | ToolDelta (first event of a call names it)

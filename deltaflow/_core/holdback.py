@@ -53,6 +53,11 @@ class MarkerHoldback:
         self._firsts = frozenset(p[0] for p in prefixes)
         self._maxlen = max((len(p) for p in prefixes), default=0)
 
+    @property
+    def longest(self) -> int:
+        """The length of the longest prefix that can be held."""
+        return self._maxlen
+
     def holds(self, fragment: str) -> bool:
         """True if ``fragment`` (a whole chunk tail) must be held as a possible marker start."""
         return fragment in self._prefixes

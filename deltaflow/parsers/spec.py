@@ -114,6 +114,11 @@ class ToolDialect:
             the detokenizer keeps them as text even when a tokenizer marks
             them special.
         families: model families served (for ``deltaflow parsers`` and the README).
+        openers_for: for a dialect whose openers depend on the request (a tag
+            per offered tool): returns the openers for the request's tools;
+            the feeder uses them instead of ``openers``. Such openers are
+            plain text, so every proper prefix is held in both chunking
+            modes. No openers: all text passes through.
     """
 
     name: str
@@ -125,3 +130,4 @@ class ToolDialect:
     tokenizers: tuple[str, ...] = ()
     description: str = ""
     families: tuple[str, ...] = ()
+    openers_for: Callable[[Mapping[str, ToolSpec] | None], tuple[str, ...]] | None = field(default=None, compare=False)

@@ -25,7 +25,7 @@ from ..stages.framer import DeltaFramer
 from ..stages.identity import IdentityFirstBuffer
 from ..stages.name_filter import NameFilter, new_call_id
 from ..stages.reasoning import ReasoningSplitter
-from ..stages.router import ChannelRouter
+from ..stages.router import router_factory
 from ..stages.tool_feeder import ToolBlockFeeder
 from ..tools import normalize_tools
 from .chain import SyncChain
@@ -79,8 +79,9 @@ def default_stage_factories(
     else:
         thinking = enable_thinking
     out: list[tuple[str, Callable[[], Stage]]] = []
+    router = router_factory(tool_parser, reasoning_parser, reasoning=rspec is not None and thinking, chunking=chunking)
     if detokenize:
-        keep: list[str] = []
+        keep: list[str] = list(router.markers)
         if rspec is not None:
             keep += [rspec.start, rspec.end]
         if dialect is not None:
@@ -88,7 +89,7 @@ def default_stage_factories(
         if tokenizer is not None:
             Detokenizer(tokenizer, keep=keep)  # fail now on an unsupported tokenizer
         out.append(("detokenize", lambda: Detokenizer(tokenizer, keep=keep)))
-    out.append(("router", ChannelRouter))
+    out.append(("router", router))
     out.append(("reasoning", lambda: ReasoningSplitter(rspec, enabled=thinking, chunking=chunking)))
     if dialect is not None:
         out.append(("tools", lambda: ToolBlockFeeder(dialect, tools=by_name, chunking=chunking)))

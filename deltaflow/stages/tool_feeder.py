@@ -54,12 +54,14 @@ class ToolBlockFeeder:
     ) -> None:
         self._dialect = dialect
         self._tools = tools
-        openers = dialect.openers
+        request_openers = dialect.openers_for is not None
+        openers = dialect.openers_for(tools) if dialect.openers_for is not None else dialect.openers
         self._opener = openers[0] if len(openers) == 1 else None
         # A dialect without text openers (e.g. one routed by the channel router) passes text through.
         self._passthrough = not openers and not dialect.start_openers
         self._open_re = re.compile("|".join(re.escape(o) for o in openers) or r"(?!)")
-        self._hb = MarkerHoldback(openers, dialect.token_prefixes, chunking)
+        # Request-defined openers are plain text: any prefix of them can end a token.
+        self._hb = MarkerHoldback(openers, dialect.token_prefixes, "any" if request_openers else chunking)
         self._start_openers = dialect.start_openers
         self._started: set[Channel] = set()
         self._parser: ToolParser | None = None
@@ -178,7 +180,7 @@ class ToolBlockFeeder:
                 ):
                     self._start(ch)  # the whitespace becomes raw text of the next call
                     continue
-                if not final and ws_end < n and self._hb.holds(text[ws_end:]):
+                if not final and ws_end < n and n - ws_end <= self._hb.longest and self._hb.holds(text[ws_end:]):
                     self._hold(text[pos:], ch)
                     return
                 self._after_block = False

@@ -2,3 +2,9 @@
 
 from . import json_tools as json_tools
 from . import reasoning as reasoning
+from . import xml_tools_family as xml_tools_family
+from . import mistral_family as mistral_family
+from . import pythonic_family as pythonic_family
+from . import special_family as special_family
+from . import harmony_family as harmony_family
+from . import xml_family as xml_family

@@ -1,0 +1,57 @@
+"""Pythonic tool dialects: ``pythonic`` and ``llama4_pythonic``.
+
+Facts (shared/dialects.md section 4): a Python list literal of calls with
+keyword arguments, ``[get_weather(city="Paris"), get_time(tz="UTC")]``,
+parsed by :mod:`deltaflow.parsers.pythonic` without evaluation. Llama 4 may
+wrap the list in ``<|python_start|>``...``<|python_end|>`` (special tokens);
+both dialects accept the wrapper (SGLang's ``pythonic`` does too), and the
+wrapper opens a block anywhere, since it cannot be ordinary text.
+
+A bare ``[`` is ordinary text (``[``, ``(`` and ``=`` are split BPE tokens),
+so it opens a block only at the start of a channel, after whitespace at
+most: vLLM only recognises output that starts with ``[``, and a bracket in
+prose stays prose. Token prefixes: ``[`` is one character and the wrapper
+markers are special tokens in Llama 4, so ``llama4_pythonic`` holds nothing
+in ``chunking="tokens"`` mode. ``pythonic`` serves Llama 3.2, whose
+vocabulary (shared/tokenizers/llama3) has no ``<|python_start|>``: written
+out it is six ordinary tokens, so their prefixes are declared. A call
+list's first token begins with ``[`` (tests/unit/parsers/test_pythonic.py).
+"""
+
+from __future__ import annotations
+
+from ..pythonic import PYTHON_END, PYTHON_START, PythonicToolParser
+from ..registry import register_tool_parser
+from ..spec import ToolDialect
+
+__all__ = ("LLAMA4_PYTHONIC", "PYTHONIC")
+
+PYTHONIC = register_tool_parser(
+    ToolDialect(
+        name="pythonic",
+        openers=(PYTHON_START,),
+        start_openers=("[",),
+        factory=PythonicToolParser,
+        markers=(PYTHON_START, PYTHON_END),
+        # Llama 3.2's vocabulary has no <|python_start|>: written out, it is
+        # '<' '|' 'python' '_start' '|' '>' (checked with shared/tokenizers/llama3).
+        token_prefixes=("<", "<|", "<|python", "<|python_start", "<|python_start|"),
+        tokenizers=("llama3",),
+        description='Pythonic call list: [f(a=1, b="x"), g()] (Llama 3.2 small, ToolACE, ...)',
+        families=("Llama-3.2-1B/3B-Instruct", "ToolACE-8B", "Llama-4 (pythonic)"),
+    )
+)
+
+LLAMA4_PYTHONIC = register_tool_parser(
+    ToolDialect(
+        name="llama4_pythonic",
+        openers=(PYTHON_START,),
+        start_openers=("[",),
+        factory=PythonicToolParser,
+        markers=(PYTHON_START, PYTHON_END),
+        token_prefixes=(),
+        tokenizers=(),
+        description='Llama 4 pythonic: [<|python_start|>][f(a=1), g()][<|python_end|>]',
+        families=("Llama-4-Scout-17B-16E-Instruct", "Llama-4-Maverick-17B-128E-Instruct"),
+    )
+)

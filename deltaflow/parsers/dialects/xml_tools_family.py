@@ -1,0 +1,88 @@
+"""The coding-agent tag protocol (Cline, Roo Code, Kilo Code): ``xml_tools``.
+
+Facts (shared/dialects.md section 13, dialects.json ``cline``):
+
+* A prompt-level protocol, so any model family may write it, on top of its
+  own reasoning markers: pair ``tool_parser="xml_tools"`` with the family's
+  ``reasoning_parser``. Cline's ``<thinking>`` is prose, not a channel, and
+  stays in the content (no reasoning parser is registered for it).
+* ``<TOOL><param>raw text</param>...</TOOL>``; tool and parameter names are a
+  closed list: here, the request's tools and their schema properties. Any
+  other tag is plain text. Values are trimmed strings.
+* ``write_to_file``'s ``content`` runs to the last ``</content>`` before
+  ``</write_to_file>``. This dialect applies that rule to every parameter
+  named ``content`` or ``diff`` (``replace_in_file``'s SEARCH/REPLACE blocks
+  may quote file text as well), for any tool.
+* Cline allows one tool per message; deltaflow emits every call (as with
+  parallel tool calling enabled).
+* Atomic markers: none; every tag is split text in every tokenizer.
+
+The openers depend on the request: ``<NAME>`` for each offered tool, given
+by :func:`xml_tools_openers` through ``ToolDialect.openers_for``; without
+tools there are none and all text is content.
+
+Token prefixes: the only declared opener, ``<``, is one character and has no
+proper prefix, so ``token_prefixes`` is empty. Tags are plain text, so *any*
+prefix of ``<TOOL>``, ``<param>``, ``</param>`` or ``</TOOL>`` can end a token;
+the driver holds every partial tag itself, in both chunking modes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from ..registry import register_tool_parser
+from ..spec import ToolDialect, ToolParserContext
+from ..xml_tools import XmlToolsParser, XmlToolsSpec
+
+if TYPE_CHECKING:  # deltaflow.tools imports pydantic, which stays out of parsers/ at run time
+    from ...tools import ToolSpec
+
+__all__ = ("XML_TOOLS", "xml_tools_dialect", "xml_tools_openers")
+
+
+def xml_tools_openers(tools: Mapping[str, ToolSpec] | None) -> tuple[str, ...]:
+    """The openers of a request: ``<NAME>`` for each offered tool (none without tools)."""
+    return tuple(f"<{name}>" for name in tools) if tools else ()
+
+
+def xml_tools_dialect(
+    name: str,
+    spec: XmlToolsSpec = XmlToolsSpec(),
+    *,
+    description: str = "",
+    families: tuple[str, ...] = (),
+) -> ToolDialect:
+    """Declare a tag-per-tool dialect.
+
+    Args:
+        name: the registry name.
+        spec: which parameters end at their last closing tag, and the hold bound.
+        description: one line for ``deltaflow parsers``.
+        families: model families served.
+    """
+
+    def factory(ctx: ToolParserContext) -> XmlToolsParser:
+        return XmlToolsParser(ctx, spec)
+
+    return ToolDialect(
+        name=name,
+        openers=(),
+        openers_for=xml_tools_openers,
+        factory=factory,
+        markers=(),
+        token_prefixes=(),
+        tokenizers=(),
+        description=description,
+        families=families,
+    )
+
+
+XML_TOOLS = register_tool_parser(
+    xml_tools_dialect(
+        "xml_tools",
+        description="coding-agent tags (Cline style): <TOOL><param>raw text</param></TOOL>, names from the request's tools",
+        families=("any model prompted with Cline / Roo Code / Kilo Code XML tool use",),
+    )
+)

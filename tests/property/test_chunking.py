@@ -1,0 +1,207 @@
+"""Stream == complete for any chunking: the shared corpus, and outputs generated from each dialect's grammar."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from deltaflow import ChatMessage, DeltaMessage, accumulate, parse_complete
+from deltaflow.parsers import registry
+from deltaflow.testing import check_chunkings, feed_chunks, message_key
+
+from .corpus import VECTORS, vector_kwargs
+from .strategies import (
+    CONTENT,
+    ENVELOPES,
+    REASONING,
+    Generated,
+    check_delta_invariants,
+    chunkings,
+    generated_outputs,
+    think_parsers,
+)
+
+# -- the shared corpus -------------------------------------------------------------------------------
+
+
+def group_key(vector: dict[str, Any]) -> str:
+    """``tool_parser+reasoning_parser`` (``-`` for null), the corpus tests' parameter."""
+    return f"{vector.get('tool_parser') or '-'}+{vector.get('reasoning_parser') or '-'}"
+
+
+GROUPS: dict[str, list[dict[str, Any]]] = defaultdict(list)
+for _v in VECTORS:
+    GROUPS[group_key(_v)].append(_v)
+GROUP_PARAMS: list[Any] = sorted(GROUPS) or [
+    pytest.param("none", marks=pytest.mark.skip(reason="../shared/corpus is not beside this checkout"))
+]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("group", GROUP_PARAMS)
+def test_corpus_fixed_chunkings(shared: Path, group: str) -> None:
+    """Every in-scope corpus text rebuilds parse_complete whole, char by char and in five seeded random chunkings."""
+    for vector in GROUPS[group]:
+        try:
+            check_chunkings(vector["text"], **vector_kwargs(vector))
+        except AssertionError as exc:
+            raise AssertionError(f"{vector['id']}: {exc}") from None
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("group", GROUP_PARAMS)
+@settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_corpus_any_chunking_rebuilds_complete(shared: Path, group: str, data: st.DataObject) -> None:
+    """For an in-scope corpus text and any chunking, the streamed rebuild equals parse_complete."""
+    vector = data.draw(st.sampled_from(GROUPS[group]), label="vector")
+    kwargs = vector_kwargs(vector)
+    text = vector["text"]
+    chunks = data.draw(chunkings(text), label="chunks")
+    want = message_key(parse_complete(text, **kwargs))
+    assert message_key(accumulate(feed_chunks(chunks, **kwargs))) == want, vector["id"]
+
+
+@pytest.mark.shared
+def test_corpus_covers_the_generated_dialects(shared: Path) -> None:
+    """The corpus has in-scope vectors for every dialect the generator covers, so its properties are not vacuous."""
+    seen = {v["tool_parser"] for v in VECTORS} | {v["reasoning_parser"] for v in VECTORS}
+    assert {"hermes", "internlm", "llama3_json", "qwen3", "deepseek_r1"} <= seen
+
+
+# -- generated outputs -------------------------------------------------------------------------------
+
+
+def test_grammar_matches_registry() -> None:
+    """The generator's envelope grammars are registered tool dialects with the same markers."""
+    assert set(ENVELOPES) <= set(registry.tool_parser_names())
+    for name, env in ENVELOPES.items():
+        dialect = registry.get_tool_parser(name)
+        assert dialect.openers == env.openers[:1]
+        assert dialect.start_openers == (("{",) if env.bare_object else ())
+        if getattr(dialect, "markers", ()):
+            assert dialect.markers == env.openers + ((env.close,) if env.close else ())
+    assert {"qwen3", "deepseek_r1"} <= set(think_parsers())
+
+
+def stream_and_complete(gen: Generated, chunks: list[str]) -> tuple[list[DeltaMessage], ChatMessage]:
+    """Stream ``chunks`` (asserting the delta contract) and parse the whole text; return (deltas, complete)."""
+    kwargs = gen.config.kwargs()
+    deltas = feed_chunks(chunks, **kwargs)
+    check_delta_invariants(deltas, gen.config.tools)
+    return deltas, parse_complete(gen.text, **kwargs)
+
+
+@settings(max_examples=300)
+@given(gen=generated_outputs(), data=st.data())
+def test_generated_any_chunking(gen: Generated, data: st.DataObject) -> None:
+    """Generated (possibly mutated) outputs on any chunking: no exception, the delta contract, stream == complete."""
+    chunks = data.draw(chunkings(gen.text), label="chunks")
+    deltas, complete = stream_and_complete(gen, chunks)
+    assert message_key(accumulate(deltas)) == message_key(complete)
+
+
+@settings(max_examples=250)
+@given(gen=generated_outputs(mutations=False), data=st.data())
+def test_generated_well_formed_parses_as_generated(gen: Generated, data: st.DataObject) -> None:
+    """A well-formed generated output parses to the generated calls, content and reasoning, on any chunking."""
+    chunks = data.draw(chunkings(gen.text), label="chunks")
+    deltas, complete = stream_and_complete(gen, chunks)
+    want = gen.expected()
+    got = message_key(complete)
+    assert got[0] == want.content, "content"
+    assert got[1] == want.reasoning, "reasoning_content"
+    assert [(name, json.loads(args)) for _, name, args in got[2]] == [
+        (name, json.loads(args)) for name, args in want.calls
+    ], "tool calls"
+    assert message_key(accumulate(deltas)) == got
+
+
+@settings(max_examples=150)
+@given(gen=generated_outputs(mutations=False, offered_only=True))
+def test_generated_accounting(gen: Generated) -> None:
+    """Unmutated, all names offered: content + reasoning + markers + tool blocks account for the whole input."""
+    # The generator partitions the input, in order, into visible text pieces, reasoning markers and
+    # tool blocks. The visible pieces of each channel concatenate to exactly that channel's output,
+    # the lengths add up to the input's, and an arguments object is emitted as its own source text
+    # (a slice of its block), never re-serialized.
+    complete = parse_complete(gen.text, **gen.config.kwargs())
+    assert "".join(p.text for p in gen.pieces) == gen.text
+    content = complete.content or ""
+    reasoning = complete.reasoning_content or ""
+    assert content == "".join(p.text for p in gen.pieces if p.kind == "text" and p.channel == CONTENT)
+    assert reasoning == "".join(p.text for p in gen.pieces if p.kind == "text" and p.channel == REASONING)
+    markers = sum(len(p.text) for p in gen.pieces if p.kind == "marker")
+    blocks = [p for p in gen.pieces if p.kind == "block"]
+    assert len(gen.text) == len(content) + len(reasoning) + markers + sum(len(b.text) for b in blocks)
+    calls = [(c, b) for b in blocks for c in b.calls]
+    assert len(complete.tool_calls) == len(calls)
+    for got, (call, block) in zip(complete.tool_calls, calls):
+        assert got.function.name == call.name
+        assert got.function.arguments == call.args
+        if call.verbatim:
+            assert got.function.arguments in call.raw and call.raw in block.text
+
+
+BLOCKS = {
+    "hermes": '<tool_call>{"name": "f", "arguments": {}}</tool_call>',
+    "internlm": '<|action_start|><|plugin|>{"name": "f", "parameters": {}}<|action_end|>',
+    "llama3_json": '<|python_tag|>{"name": "f", "parameters": {}}',
+}
+
+
+@pytest.mark.parametrize("reasoning_parser", ["qwen3", "deepseek_r1"])
+@pytest.mark.parametrize("tool_parser", sorted(BLOCKS))
+@pytest.mark.parametrize("blank", ["", " ", "\n"])
+def test_blank_after_think_end_between_blocks(tool_parser: str, reasoning_parser: str, blank: str) -> None:
+    """``</think>`` separates two blocks: blank text on either side of it stays in its own channel."""
+    block = BLOCKS[tool_parser]
+    text = "r" + block + blank + "</think>\n\n" + block
+    m = parse_complete(text, tool_parser=tool_parser, reasoning_parser=reasoning_parser)
+    assert (m.reasoning_content, m.content, len(m.tool_calls)) == ("r" + blank, "\n\n", 2)
+    cut = text.index("</think>") + len("</think>")
+    for chunks in (list(text), [text[:cut], text[cut:]]):
+        streamed = accumulate(feed_chunks(chunks, tool_parser=tool_parser, reasoning_parser=reasoning_parser))
+        assert message_key(streamed) == message_key(m)
+
+
+_F = ("function", "f", "{}")
+_G = ("function", "g", "{}")
+
+
+@pytest.mark.parametrize(
+    ("chunks", "kwargs", "want"),
+    [
+        # Text after the name of a call that then turns malformed (found by test_generated_any_chunking).
+        (
+            ['<tool_call>{"name": "f", ', '"arguments": [1]}</tool_call>'],
+            {"tool_parser": "hermes"},
+            (', "arguments": [1]}</tool_call>', None, (_F,)),
+        ),
+        (
+            ['<tool_call>{"name": "f"', ', "arguments": ', "[1]}</tool_call>"],
+            {"tool_parser": "hermes"},
+            (', "arguments": [1]}</tool_call>', None, (_F,)),
+        ),
+        # A chunk ending in a partial <|python_tag|> at the channel start (same).
+        (["<", '|python_tag|>{"name": "f"} {"name": "g"}'], {"tool_parser": "llama3_json"}, (None, None, (_F, _G))),
+        # A llama3 block in reasoning, a blank, </think> (test_generated_well_formed_parses_as_generated).
+        (
+            ['<think>{"name": "f"}\n', "</think>hi"],
+            {"tool_parser": "llama3_json", "reasoning_parser": "qwen3"},
+            ("hi", "\n", (_F,)),
+        ),
+    ],
+)
+def test_found_examples(chunks: list[str], kwargs: dict[str, Any], want: tuple[Any, ...]) -> None:
+    """Outputs the properties once falsified parse as expected, whole, as chunked then, and char by char."""
+    text = "".join(chunks)
+    assert message_key(parse_complete(text, **kwargs)) == want
+    assert message_key(accumulate(feed_chunks(chunks, **kwargs))) == want
+    assert message_key(accumulate(feed_chunks(list(text), **kwargs))) == want
