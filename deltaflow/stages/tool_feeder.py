@@ -197,7 +197,7 @@ class ToolBlockFeeder:
             if i >= 0:
                 if i > pos:
                     out.append(ChannelText(ch, text[pos:i]))
-                    if self._start_openers and ch not in self._started and text[pos:i].strip():
+                    if self._start_openers and ch not in self._started and skip_json_ws(text, pos) < i:
                         self._started.add(ch)
                 pos = i
                 self._start(ch)
@@ -205,7 +205,8 @@ class ToolBlockFeeder:
             k = 0 if final else self._hb.held(text, pos)
             if n - k > pos:
                 out.append(ChannelText(ch, text[pos : n - k] if (pos or k) else text))
-                if self._start_openers and ch not in self._started and text[pos : n - k].strip():
+                # Anything but JSON whitespace is real text (the same rule as the bare-opener check).
+                if self._start_openers and ch not in self._started and skip_json_ws(text, pos) < n - k:
                     self._started.add(ch)  # real text: a bare start opener no longer opens a block here
             if k:
                 self._hold(text[n - k :], ch)

@@ -20,6 +20,7 @@ from .strategies import (
     CONTENT,
     ENVELOPES,
     REASONING,
+    UNICODE_BLANKS,
     Generated,
     check_delta_invariants,
     chunkings,
@@ -205,3 +206,20 @@ def test_found_examples(chunks: list[str], kwargs: dict[str, Any], want: tuple[A
     assert message_key(parse_complete(text, **kwargs)) == want
     assert message_key(accumulate(feed_chunks(chunks, **kwargs))) == want
     assert message_key(accumulate(feed_chunks(list(text), **kwargs))) == want
+
+
+@settings(max_examples=200)
+@given(
+    reasoning_parser=st.sampled_from((None, "qwen3")),
+    lead=st.sampled_from(("", "<think>", "</think>", "<think>r</think>", '<|python_tag|>{"name": "g"}', "hi")),
+    blank=st.lists(st.sampled_from((" ", "\t", "\r", "\n", *UNICODE_BLANKS)), max_size=3).map("".join),
+    data=st.data(),
+)
+def test_bare_object_start_rule_any_chunking(
+    reasoning_parser: str | None, lead: str, blank: str, data: st.DataObject
+) -> None:
+    """Whether a bare ``{`` after blank text opens a llama3_json call does not depend on where the chunks end."""
+    text = lead + blank + '{"name": "f", "parameters": {"a": 1}}'
+    kwargs: dict[str, Any] = {"tool_parser": "llama3_json", "reasoning_parser": reasoning_parser}
+    chunks = data.draw(chunkings(text), label="chunks")
+    assert message_key(accumulate(feed_chunks(chunks, **kwargs))) == message_key(parse_complete(text, **kwargs))

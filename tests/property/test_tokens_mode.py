@@ -181,6 +181,7 @@ def test_generated_token_groups(shared: Path, gen: Generated, data: st.DataObjec
     assert tokens_rebuild(chunks, kwargs) == message_key(parse_complete(gen.text, **kwargs))
 
 
+@pytest.mark.shared
 def test_server_pieces_hold_split_characters(shared: Path) -> None:
     """The server-style detokenizer never emits U+FFFD for a character split across byte-level tokens."""
     tokenizer = load_tokenizer("qwen3")

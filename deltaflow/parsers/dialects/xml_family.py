@@ -17,13 +17,19 @@ tool's JSON schema, ``_core/schema.py``):
   GLM-4.5/4.6 put newlines after the name and after each pair, GLM-4.7 none;
   both are parsed whitespace-insensitively (a literal backslash-n counts as
   whitespace too, as SGLang accepts); ``NAME`` alone is a call with ``{}``;
-  values verbatim. Every tag is one GLM special token (special_tokens.json).
+  values verbatim. Every tag is a GLM special token (listed in
+  shared/tokenizers/glm-4.5/special_tokens.json, partly unverified; no
+  vocabulary is available), so no prefix is declared.
 * ``minimax_m2`` (section 10):
   ``<minimax:tool_call><invoke name="N"><parameter name="K">V</parameter></invoke>...</minimax:tool_call>``;
   several invokes in one block are parallel calls; values verbatim (vLLM's
-  tests keep surrounding whitespace). The block tags are special tokens.
+  tests keep surrounding whitespace). The block tags are special tokens
+  (shared/tokenizers/minimax-m2/special_tokens.json, from a third-party mock;
+  vLLM refuses to start without their ids); ``<invoke`` and ``<parameter``
+  are text inside the block.
 * ``seed_oss`` (section 12): Qwen3-Coder's calls inside
-  ``<seed:tool_call>...</seed:tool_call>`` (special tokens). A value written
+  ``<seed:tool_call>...</seed:tool_call>`` (special tokens: vLLM raises
+  without their ids; no Seed tokenizer is available here). A value written
   on its own lines (``<parameter=K>\\nV\\n</parameter>``) loses those two
   newlines; an inline value keeps a trailing newline of its own (llama.cpp).
 * ``deepseek_v32`` (section 8c, DSML):
