@@ -337,22 +337,29 @@ async def _aclose(source: Any) -> None:
             await aclose()
 
 
+_END = object()
+
+
+async def _next_chunk(it: Any) -> Any:
+    """The source's next item as a TokenChunk, or ``_END``; its failures become StageError("source")."""
+    try:
+        raw = await it.__anext__()
+    except StopAsyncIteration:
+        return _END
+    except Exception as exc:
+        raise StageError("source", f"the source raised {exc!r}") from exc
+    try:
+        return to_chunk(raw)
+    except TypeError as exc:
+        raise StageError("source", str(exc)) from exc
+
+
 async def _pump(source: AsyncIterable[Any], send: ObjectSendStream[Any]) -> None:
     """Read the source into the first edge (stops when the edge's reader is gone)."""
     it = source.__aiter__()
     try:
         async with send:
-            while True:
-                try:
-                    raw = await it.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    raise StageError("source", f"the source raised {exc!r}") from exc
-                try:
-                    chunk = to_chunk(raw)
-                except TypeError as exc:
-                    raise StageError("source", str(exc)) from exc
+            while (chunk := await _next_chunk(it)) is not _END:
                 try:
                     await send.send(chunk)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -408,17 +415,7 @@ async def _run_chain_pulling(chain: SyncChain, source: AsyncIterable[Any], send:
     it = source.__aiter__()
     try:
         async with send:
-            while True:
-                try:
-                    raw = await it.__anext__()
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:
-                    raise StageError("source", f"the source raised {exc!r}") from exc
-                try:
-                    chunk = to_chunk(raw)
-                except TypeError as exc:
-                    raise StageError("source", str(exc)) from exc
+            while (chunk := await _next_chunk(it)) is not _END:
                 out = chain.run([chunk])
                 _diagnose(chain)
                 if out and not await _send_all(send, out):
