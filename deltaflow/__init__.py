@@ -27,6 +27,11 @@ from .pipeline.runner import stream as stream
 from .pipeline.sync import ResponseParser as ResponseParser
 from .pipeline.sync import accumulate as accumulate
 from .pipeline.sync import parse_complete as parse_complete
+from .request import PreparedRequest as PreparedRequest
+from .request import ToolChoiceError as ToolChoiceError
+from .request import ToolConstraint as ToolConstraint
+from .request import UnsupportedConstraintError as UnsupportedConstraintError
+from .request import prepare_request as prepare_request
 from .tools import ToolSpec as ToolSpec
 from .tools import normalize_tools as normalize_tools
 
@@ -43,19 +48,24 @@ __all__ = (
     "FunctionCall",
     "ModelOutputError",
     "Pipeline",
+    "PreparedRequest",
     "ResponseParser",
     "StageError",
     "StateError",
     "TokenChunk",
     "ToolCall",
+    "ToolChoiceError",
+    "ToolConstraint",
     "ToolSpec",
     "ToolSpecError",
     "UnknownModelError",
     "UnknownParserError",
+    "UnsupportedConstraintError",
     "__version__",
     "accumulate",
     "normalize_tools",
     "parse_complete",
+    "prepare_request",
     "stream",
 )
 
