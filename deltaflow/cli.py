@@ -2,7 +2,9 @@
 
 Commands:
     deltaflow demo [options]             stream a bundled transcript live through the full pipeline
-    deltaflow serve [options]            the OpenAI / Anthropic compatible server (replay engine)
+    deltaflow serve [options]            the OpenAI / Anthropic compatible server (replay engine);
+                                         --api-key (or $DELTAFLOW_API_KEY), --max-body-bytes,
+                                         --max-concurrent-streams, --idle-timeout
     deltaflow parse [FILE|-] [options]   parse a model output (the bundled sample when FILE is omitted)
     deltaflow parsers                    list the registered tool and reasoning parsers
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from importlib import resources
@@ -29,6 +32,9 @@ from .presets import resolve_model
 
 __all__ = ("main",)
 
+API_KEY_ENV = "DELTAFLOW_API_KEY"
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024  # the same defaults as deltaflow.server.create_app
+DEFAULT_MAX_STREAMS = 256
 _SAMPLE = "sample_qwen3.txt"
 _SAMPLE_TOOLS = "sample_tools.json"
 _SAMPLE_TOOL_PARSER = "hermes"
@@ -47,6 +53,16 @@ def _positive_int(value: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
     return n
+
+
+def _positive_float(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {value!r}") from None
+    if not x > 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {value!r}")
+    return x
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -118,6 +134,36 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--replay", metavar="DIR", help="a folder of transcripts: NAME.txt + optional NAME.json")
     s.add_argument("--tokens-per-second", type=float, default=50.0, metavar="N", help="replay rate (0: no delay)")
     s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    s.add_argument(
+        "--api-key",
+        metavar="KEY",
+        default=None,
+        help=(
+            "require this key: 'Authorization: Bearer KEY' on the OpenAI routes, 'x-api-key: KEY' (or Bearer) "
+            f"on /v1/messages (default: ${API_KEY_ENV}, else no key)"
+        ),
+    )
+    s.add_argument(
+        "--max-body-bytes",
+        type=_positive_int,
+        default=DEFAULT_MAX_BODY_BYTES,
+        metavar="N",
+        help=f"largest request body accepted, else 413 (default: {DEFAULT_MAX_BODY_BYTES})",
+    )
+    s.add_argument(
+        "--max-concurrent-streams",
+        type=_positive_int,
+        default=DEFAULT_MAX_STREAMS,
+        metavar="N",
+        help=f"engine streams running at once, beyond which requests get 429 (default: {DEFAULT_MAX_STREAMS})",
+    )
+    s.add_argument(
+        "--idle-timeout",
+        type=_positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="end a stream with an error event when the engine produces nothing for this long (default: none)",
+    )
     return ap
 
 
@@ -227,11 +273,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     level = getattr(logging, args.log_level.upper())
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
     engine = ReplayEngine(args.replay, tokens_per_second=args.tokens_per_second)
-    app = create_app(engine)
-    sys.stderr.write(
-        f"deltaflow: serving {', '.join(m.id for m in engine.models())} on http://{args.host}:{args.port}/v1\n"
+    api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
+    app = create_app(
+        engine,
+        api_key=api_key,
+        max_body_bytes=args.max_body_bytes,
+        max_streams=args.max_concurrent_streams,
+        idle_timeout=args.idle_timeout,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    sys.stderr.write(
+        f"deltaflow: serving {', '.join(m.id for m in engine.models())} on http://{args.host}:{args.port}/v1"
+        f" ({'API key required' if api_key else 'no API key'})\n"
+    )
+    # uvicorn's own WebSocket message cap must not undercut --max-body-bytes.
+    ws_max = max(args.max_body_bytes, 16 * 1024 * 1024)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, ws_max_size=ws_max)
     return 0
 
 

@@ -147,6 +147,8 @@ class JsonScanner:
                         self._state = st
                         return self._fail(i, safe)
                     pos = e.end()
+                    if not self._in_key:
+                        safe = pos  # inside a string value every position between escapes is safe
                 else:  # a raw control character is not allowed in a JSON string
                     if not self._in_key:
                         safe = i

@@ -50,6 +50,7 @@ from decimal import Decimal, InvalidOperation
 import msgspec
 
 from .jsonscan import JsonScanner
+from .text import json_string as _json_string
 
 __all__ = (
     "JSON_PLAN",
@@ -218,13 +219,13 @@ def parameter_plans(parameters: Mapping[str, object]) -> dict[str, ValuePlan]:
 
 
 def json_string(text: str) -> str:
-    """``text`` as a JSON string literal (quotes included)."""
-    return _encode(text).decode()
+    """``text`` as a JSON string literal (quotes included; lone surrogates as ``\\uXXXX``)."""
+    return _json_string(text)
 
 
 def json_fragment(text: str) -> str:
     """``text`` JSON-escaped, without the quotes (a piece of a streamed string)."""
-    return _encode(text).decode()[1:-1]
+    return _json_string(text)[1:-1]
 
 
 def json_kind(text: str) -> str | None:
@@ -351,7 +352,10 @@ def _container(t: str, want: str, depth: int = 0) -> str | None:
         return None
     if isinstance(value, (list, tuple)) if want == "[" else isinstance(value, dict):
         if _plain(value):
-            return _encode(value).decode()
+            try:
+                return _encode(value).decode()
+            except UnicodeEncodeError:  # a lone surrogate: not valid JSON text
+                return None
     return None
 
 

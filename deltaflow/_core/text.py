@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
-__all__ = ("skip_json_ws", "skip_space")
+import msgspec
+
+__all__ = ("decode_json_string", "has_surrogate", "json_string", "skip_json_ws", "skip_space")
+
+_encode = msgspec.json.encode
 
 _JSON_WS = re.compile(r"[ \t\n\r]*")
 _SPACE = re.compile(r"\s*")
@@ -20,3 +26,28 @@ def skip_space(text: str, pos: int = 0) -> int:
     """Return the first position at or after ``pos`` that is not Unicode whitespace."""
     m = _SPACE.match(text, pos)
     return m.end() if m is not None else pos
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_surrogate(text: str) -> bool:
+    """True if ``text`` holds a lone surrogate code point (not encodable as UTF-8)."""
+    return _SURROGATE.search(text) is not None
+
+
+def decode_json_string(source: str) -> Any:
+    """Decode a small JSON value (a key, a name) from its source text.
+
+    The stdlib decoder is used because it accepts lone surrogates, raw or
+    escaped (``"\\ud800"``), which models do write and msgspec rejects.
+    """
+    return json.loads(source)
+
+
+def json_string(text: str) -> str:
+    """``text`` as a JSON string literal; lone surrogates are written as ``\\uXXXX`` escapes."""
+    try:
+        return _encode(text).decode()
+    except UnicodeEncodeError:
+        return json.dumps(text)

@@ -30,16 +30,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import msgspec
-
 from .._core.jsonscan import JsonScanner
+from .._core.text import decode_json_string, has_surrogate
 from ..items import ToolDelta
 from .spec import ToolParserContext
 from .._core.text import skip_json_ws
 
 __all__ = ("JsonEnvelopeParser", "JsonEnvelopeSpec")
 
-_decode = msgspec.json.Decoder().decode
+_decode = decode_json_string
 
 # Parser states.
 _OPEN, _PRE, _KEY0, _KEY, _KEYSTR, _COLON, _VAL, _NAME, _ARGS, _ARGSTR, _SKIP, _AFTER, _POST, _DONE = range(14)
@@ -222,7 +221,7 @@ class JsonEnvelopeParser:
                     self._state = _COLON
                 elif st == _NAME:
                     name = _decode(source)
-                    if not name:
+                    if not name or has_surrogate(name):  # a name no client could receive
                         return self._malformed(out, pos)
                     self._named = True
                     self._emit(out, pos, name=name)

@@ -54,9 +54,8 @@ from __future__ import annotations
 
 import re
 
-import msgspec
-
 from .._core.jsonscan import JsonScanner
+from .._core.text import decode_json_string, has_surrogate
 from .._core.text import skip_json_ws
 from ..items import ToolDelta
 from .base import ToolParserBase
@@ -73,7 +72,7 @@ CALL_ID = "[CALL_ID]"
 
 _MARKERS = (MARKER, ARGS, CALL_ID)
 _LONGEST = max(len(m) for m in _MARKERS)
-_decode = msgspec.json.Decoder().decode
+_decode = decode_json_string
 # A v11+ function name: mistral-common allows [a-zA-Z0-9_-]; dots and colons are
 # accepted for namespaced tools. It must start with a letter or "_", so a payload
 # like "42" is not read as a call.
@@ -457,7 +456,7 @@ class MistralToolParser(ToolParserBase):
             self._kind = kind
             self._state = _COLON
         elif st == _NAMESTR:
-            if not value:
+            if not value or has_surrogate(value):  # a name no client could receive
                 return self._fail(out, pos), False  # an empty name is no name
             self._set_name(value, pos)
             if self._args_started:

@@ -4,23 +4,35 @@ Routes: ``POST /v1/chat/completions``, ``POST /v1/responses``,
 ``POST /v1/messages`` (streaming and not), ``GET /v1/models``, and the
 WebSocket ``/v1/ws`` (the client sends one JSON request with a
 ``"protocol"`` field; the server sends one JSON message per event and
-closes with 1000, or 1011 after an error event, 1008 for a bad request).
+closes with 1000, or 1011 after an error event, 1008 for a bad request or
+a missing/wrong API key, 1009 for a request over the size limit, 1013 when
+all stream slots are taken).
 
 The request's ``tools`` drive name filtering; ``tool_choice="none"`` turns
-tool parsing off. Bad requests get a 400 in the protocol's error shape.
+tool parsing off. Bad requests (malformed JSON, wrong types of ``model``,
+``messages``, ``input``, ``max_tokens``, ``stream``, ``tools``,
+``tool_choice``) get a 400 in the protocol's error shape.
+
+Limits and access (all optional, see :func:`create_app`): an API key
+(``Authorization: Bearer`` on the OpenAI routes, ``x-api-key`` or Bearer on
+``/v1/messages``; 401), a request body size limit (413), a limit on
+concurrent engine streams (429 with ``Retry-After``) and an engine idle
+timeout (the stream ends with the protocol's error event). Error bodies are
+``{"error": {"message", "type", "param", "code"}}`` on the OpenAI routes
+and ``{"type": "error", "error": {"type", "message"}}`` on ``/v1/messages``.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, aclosing
+from typing import Any, cast
 
 import msgspec
 import structlog
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -35,8 +47,14 @@ from ..sinks.sse import SSEResponse, iter_events
 from ..stages.framer import Usage
 from ..tools import ToolSpec, normalize_tools
 from .engine import Engine, EngineRequest, FunctionEngine, ModelInfo, ReplayEngine
+from .limits import BodyTooLarge, EngineIdleError, StreamSlots, idle_guard, key_matches, read_body
 
-__all__ = ("create_app",)
+__all__ = ("DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_STREAMS", "create_app")
+
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+"""The default request body limit (1 MiB)."""
+DEFAULT_MAX_STREAMS = 256
+"""The default limit on concurrent engine streams."""
 
 _log = structlog.get_logger("deltaflow.server")
 _PROTOCOLS = ("chat.completions", "responses", "messages")
@@ -58,6 +76,110 @@ def _error_body(protocol: str, message: str, code: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": code, "param": None, "code": code}}
 
 
+# kind -> (HTTP status, OpenAI type, OpenAI code, Anthropic type)
+_LIMIT_ERRORS = {
+    "auth": (401, "invalid_request_error", "invalid_api_key", "authentication_error"),
+    "too_large": (413, "invalid_request_error", "request_too_large", "request_too_large"),
+    "busy": (429, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error"),
+}
+RETRY_AFTER_SECONDS = 1
+
+
+def _limit_body(protocol: str, kind: str, message: str) -> tuple[int, dict[str, Any]]:
+    status, oai_type, oai_code, anthropic_type = _LIMIT_ERRORS[kind]
+    if protocol == "messages":
+        return status, {"type": "error", "error": {"type": anthropic_type, "message": message}}
+    return status, {"error": {"message": message, "type": oai_type, "param": None, "code": oai_code}}
+
+
+def _limit_response(protocol: str, kind: str, message: str) -> JSONResponse:
+    status, body = _limit_body(protocol, kind, message)
+    headers: dict[str, str] = {}
+    if kind == "auth":
+        headers["www-authenticate"] = "Bearer"
+    elif kind == "busy":
+        headers["retry-after"] = str(RETRY_AFTER_SECONDS)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _auth_message(has_key: bool, protocol: str) -> str:
+    if protocol == "messages":
+        how = "an 'x-api-key' header (or 'Authorization: Bearer')"
+    else:
+        how = "an 'Authorization: Bearer <key>' header"
+    return ("invalid API key" if has_key else "missing API key") + f": this server requires {how}"
+
+
+def _busy_message(limit: int | None) -> str:
+    return (
+        f"too many concurrent streams: this server allows {limit} at a time; "
+        f"retry after {RETRY_AFTER_SECONDS} s"
+    )
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters (error messages never echo a whole request back)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_CHAT_TOOL_CHOICES = ("none", "auto", "required")
+_ANTHROPIC_TOOL_CHOICES = ("auto", "any", "tool", "none")
+
+
+def _positive_int(body: dict[str, Any], key: str, *, required: bool) -> None:
+    value = body.get(key)
+    if value is None and not required:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        need = "is required and must be" if required else "must be"
+        raise BadRequest(f"'{key}' {need} a positive integer, got {_short(value)}")
+
+
+def _check_messages(body: dict[str, Any], protocol: str) -> None:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise BadRequest(f"'messages' is required and must be a list, got {type(messages).__name__}")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise BadRequest(f"messages[{i}] must be an object, got {type(m).__name__}")
+        role = m.get("role")
+        if not isinstance(role, str):
+            raise BadRequest(f"messages[{i}].role is required and must be a string")
+        if protocol == "messages" and role not in ("user", "assistant"):
+            raise BadRequest(f"messages[{i}].role must be 'user' or 'assistant', got {_short(role)}")
+
+
+def _check_tool_choice(protocol: str, choice: Any, tools: tuple[ToolSpec, ...] | None) -> None:
+    """Validate ``tool_choice``; a named tool must be one of ``tools``."""
+    if choice is None:
+        return
+    name: Any = None
+    if protocol == "messages":
+        if not isinstance(choice, dict) or choice.get("type") not in _ANTHROPIC_TOOL_CHOICES:
+            raise BadRequest(
+                f"'tool_choice' must be an object with type one of {', '.join(_ANTHROPIC_TOOL_CHOICES)}, got {_short(choice)}"
+            )
+        if choice["type"] == "tool":
+            name = choice.get("name")
+            if not isinstance(name, str):
+                raise BadRequest("'tool_choice' of type 'tool' needs a string 'name'")
+    elif isinstance(choice, str):
+        if choice not in _CHAT_TOOL_CHOICES:
+            raise BadRequest(f"'tool_choice' must be one of {', '.join(_CHAT_TOOL_CHOICES)} or an object, got {_short(choice)}")
+    elif isinstance(choice, dict) and isinstance(choice.get("type"), str):
+        if choice["type"] == "function":
+            fn = choice.get("function") if protocol == "chat.completions" else choice
+            name = fn.get("name") if isinstance(fn, dict) else None
+            if not isinstance(name, str):
+                where = "function.name" if protocol == "chat.completions" else "name"
+                raise BadRequest(f"'tool_choice' of type 'function' needs a string '{where}'")
+    else:
+        raise BadRequest(f"'tool_choice' must be a string or an object with a 'type', got {_short(choice)}")
+    if name is not None and name not in {t.name for t in tools or ()}:
+        raise BadRequest(f"'tool_choice' names the tool {_short(name)}, which is not in 'tools'")
+
+
 class _Prepared(msgspec.Struct, kw_only=True):
     protocol: str
     body: dict[str, Any]
@@ -71,10 +193,29 @@ class _Prepared(msgspec.Struct, kw_only=True):
 class DeltaflowApp:
     """Holds the engine and builds responses (see :func:`create_app`)."""
 
-    def __init__(self, engine: Engine, *, heartbeat: float | None = 15.0) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        heartbeat: float | None = 15.0,
+        api_key: str | None = None,
+        max_body_bytes: int | None = None,
+        max_streams: int | None = None,
+        idle_timeout: float | None = None,
+    ) -> None:
         self.engine = engine
         self.heartbeat = heartbeat
+        self.api_key = api_key
+        self.max_body_bytes = max_body_bytes
+        self.slots = StreamSlots(max_streams)
+        self.idle_timeout = idle_timeout
         self.models = {m.id: m for m in engine.models()}
+
+    def authorized(self, headers: Any, protocol: str) -> bool:
+        """Whether the request may proceed (always, without an API key)."""
+        if self.api_key is None:
+            return True
+        return key_matches(headers, self.api_key, anthropic=protocol == "messages")
 
     # -- request handling ----------------------------------------------------------
     def prepare(self, protocol: str, raw: bytes | dict[str, Any]) -> _Prepared:
@@ -93,24 +234,29 @@ class DeltaflowApp:
         info = self.models.get(model)
         if info is None:
             raise BadRequest(
-                f"model {model!r} does not exist; available: {', '.join(sorted(self.models))}",
+                f"model {_short(model)} does not exist; available: {', '.join(sorted(self.models))}",
                 status=404,
                 code="not_found_error" if protocol == "messages" else "model_not_found",
             )
         if protocol == "messages":
-            if not isinstance(body.get("messages"), list):
-                raise BadRequest("'messages' is required and must be a list")
-            if not isinstance(body.get("max_tokens"), int):
-                raise BadRequest("'max_tokens' is required and must be an integer")
+            _check_messages(body, protocol)
+            _positive_int(body, "max_tokens", required=True)
         elif protocol == "chat.completions":
-            if not isinstance(body.get("messages"), list):
-                raise BadRequest("'messages' is required and must be a list")
+            _check_messages(body, protocol)
+            _positive_int(body, "max_tokens", required=False)
+            _positive_int(body, "max_completion_tokens", required=False)
+        else:
+            inp = body.get("input")
+            if inp is not None and not isinstance(inp, (str, list)):
+                raise BadRequest(f"'input' must be a string or a list, got {type(inp).__name__}")
+            _positive_int(body, "max_output_tokens", required=False)
         tools_raw = body.get("tools")
         try:
             tools = normalize_tools(tools_raw) if tools_raw is not None else None
         except ToolSpecError as exc:
             raise BadRequest(str(exc)) from None
         choice = body.get("tool_choice")
+        _check_tool_choice(protocol, choice, tools)
         tool_off = choice == "none" or (isinstance(choice, dict) and choice.get("type") == "none")
         thinking: bool | None = None
         kwargs = body.get("chat_template_kwargs")
@@ -119,9 +265,11 @@ class DeltaflowApp:
         th = body.get("thinking")
         if isinstance(th, dict) and th.get("type") in ("enabled", "disabled"):
             thinking = th["type"] == "enabled"
-        streaming = body.get("stream", False)
+        streaming = body.get("stream")
+        if streaming is None:
+            streaming = False
         if not isinstance(streaming, bool):
-            raise BadRequest("'stream' must be a boolean")
+            raise BadRequest(f"'stream' must be a boolean, got {_short(streaming)}")
         return _Prepared(
             protocol=protocol,
             body=body,
@@ -137,8 +285,11 @@ class DeltaflowApp:
         tools = [{"name": t.name, "parameters": t.parameters} for t in p.tools] if p.tools is not None else None
 
         def open_stream() -> AbstractAsyncContextManager[DeltaStream]:
+            source: AsyncIterator[Any] = self.engine.generate(request)
+            if self.idle_timeout is not None:
+                source = idle_guard(source, self.idle_timeout)
             return stream(
-                self.engine.generate(request),
+                source,
                 tool_parser=p.tool_parser,
                 reasoning_parser=p.info.reasoning_parser,
                 tools=tools,
@@ -265,25 +416,62 @@ def _complete_body(p: _Prepared, m: ChatMessage, usage: Usage) -> dict[str, Any]
     }
 
 
+class _SlotReleasing:
+    """An ASGI response that gives its stream slot back when it ends (normally, on error or on disconnect)."""
+
+    def __init__(self, inner: SSEResponse, slots: StreamSlots) -> None:
+        self._inner = inner
+        self._slots = slots
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await self._inner(scope, receive, send)
+        finally:
+            self._slots.release()
+
+
 def _route(app_state: DeltaflowApp, protocol: str) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
-        raw = await request.body()
+        if not app_state.authorized(request.headers, protocol):
+            has = "authorization" in request.headers or (protocol == "messages" and "x-api-key" in request.headers)
+            _log.info("unauthorized", protocol=protocol, key_given=has)
+            return _limit_response(protocol, "auth", _auth_message(has, protocol))
+        try:
+            raw = await read_body(request, app_state.max_body_bytes)
+        except BodyTooLarge as exc:
+            _log.info("body_too_large", protocol=protocol, limit=exc.limit)
+            return _limit_response(protocol, "too_large", str(exc))
+        except ClientDisconnect:
+            return Response(status_code=400)
         try:
             p = app_state.prepare(protocol, raw)
         except BadRequest as exc:
             _log.info("bad_request", protocol=protocol, error=str(exc))
             return JSONResponse(_error_body(protocol, str(exc), exc.code), status_code=exc.status)
+        slots = app_state.slots
+        if not slots.try_acquire():
+            _log.warning("too_many_streams", protocol=protocol, limit=slots.limit)
+            return _limit_response(protocol, "busy", _busy_message(slots.limit))
         if p.streaming:
-            return SSEResponse(  # type: ignore[return-value]
-                app_state.opener(p),
-                app_state.framer(p),
-                done_marker=protocol == "chat.completions",
-                heartbeat=app_state.heartbeat,
-            )
+            try:
+                sse = SSEResponse(
+                    app_state.opener(p),
+                    app_state.framer(p),
+                    done_marker=protocol == "chat.completions",
+                    heartbeat=app_state.heartbeat,
+                )
+            except BaseException:
+                slots.release()
+                raise
+            return _SlotReleasing(sse, slots)  # type: ignore[return-value]
         try:
             body = await app_state.complete(p)
         except DeltaflowError as exc:
+            if isinstance(exc.__cause__, EngineIdleError):
+                return JSONResponse(_error_body(protocol, str(exc.__cause__), "server_error"), status_code=504)
             return JSONResponse(_error_body(protocol, str(exc), "server_error"), status_code=500)
+        finally:
+            slots.release()
         return JSONResponse(body)
 
     return endpoint
@@ -297,6 +485,10 @@ def create_app(
     tokenizer: Any = None,
     model: str = "deltaflow",
     heartbeat: float | None = 15.0,
+    api_key: str | None = None,
+    max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES,
+    max_streams: int | None = DEFAULT_MAX_STREAMS,
+    idle_timeout: float | None = None,
 ) -> Starlette:
     """Build the ASGI app.
 
@@ -310,10 +502,35 @@ def create_app(
         tokenizer: for a plain function engine that yields token ids.
         model: the model id of a plain function engine.
         heartbeat: seconds of idle before an SSE ``: ping`` (None: never).
+        api_key: when set, every route needs it: ``Authorization: Bearer KEY``
+            on the OpenAI routes (``/v1/chat/completions``, ``/v1/responses``,
+            ``/v1/models``, ``/v1/ws``), ``x-api-key: KEY`` (or Bearer) on
+            ``/v1/messages``; compared in constant time. A missing or wrong
+            key is a 401 in the protocol's error shape (the WebSocket sends
+            the error and closes with 1008). None: no authentication.
+        max_body_bytes: the largest request body accepted (also the largest
+            first WebSocket message); the body is read incrementally and
+            abandoned at the limit, or refused at once when
+            ``Content-Length`` announces more: 413. None: no limit.
+        max_streams: how many engine streams may run at once (streaming and
+            non-streaming requests and WebSockets each hold one until the
+            stream ends or the client disconnects); beyond it a request gets
+            a 429 with ``Retry-After`` (WebSocket: close 1013). None: no limit.
+        idle_timeout: seconds the engine may produce nothing (including
+            before the first chunk); then the engine's iterator is closed and
+            the stream ends with the protocol's error event ``engine idle for
+            N s`` (a non-streaming request gets a 504). Heartbeats keep
+            going out until then. None: no timeout.
 
     Returns:
         A Starlette application.
+
+    Raises:
+        ValueError: a limit is not positive.
     """
+    for name, value in (("max_body_bytes", max_body_bytes), ("max_streams", max_streams), ("idle_timeout", idle_timeout)):
+        if value is not None and value <= 0:
+            raise ValueError(f"{name} must be positive or None, got {_short(value)}")
     if engine is None:
         eng: Engine = ReplayEngine()
     elif hasattr(engine, "models") and hasattr(engine, "generate"):
@@ -322,9 +539,18 @@ def create_app(
         eng = FunctionEngine(engine, ModelInfo(model, tool_parser, reasoning_parser, tokenizer))
     else:
         raise TypeError("engine must be an Engine (models() and generate()) or a function request -> async iterator")
-    state = DeltaflowApp(eng, heartbeat=heartbeat)
+    state = DeltaflowApp(
+        eng,
+        heartbeat=heartbeat,
+        api_key=api_key or None,
+        max_body_bytes=max_body_bytes,
+        max_streams=max_streams,
+        idle_timeout=idle_timeout,
+    )
 
     async def models(request: Request) -> Response:
+        if not state.authorized(request.headers, "models"):
+            return _limit_response("models", "auth", _auth_message("authorization" in request.headers, "models"))
         return JSONResponse(
             {
                 "object": "list",
@@ -336,34 +562,61 @@ def create_app(
         )
 
     async def websocket(ws: WebSocket) -> None:
+        authorized = state.authorized(ws.headers, "ws")  # checked on the handshake's headers
         await ws.accept()
+        if not authorized:
+            _, body = _limit_body("ws", "auth", _auth_message("authorization" in ws.headers, "ws"))
+            await ws.send_text(msgspec.json.encode(body).decode())
+            await ws.close(code=1008, reason="invalid or missing API key")
+            return
         try:
-            first = await ws.receive_text()
+            message = await ws.receive()
         except WebSocketDisconnect:
             return
+        if message["type"] == "websocket.disconnect":
+            return
+        first: str | bytes = message.get("text") or message.get("bytes") or b""
+        size = len(first.encode()) if isinstance(first, str) else len(first)
+        if state.max_body_bytes is not None and size > state.max_body_bytes:
+            _, body = _limit_body("ws", "too_large", str(BodyTooLarge(state.max_body_bytes)))
+            await ws.send_text(msgspec.json.encode(body).decode())
+            await ws.close(code=1009)
+            return
+        protocol = "chat.completions"
         try:
             req = msgspec.json.decode(first)
             if not isinstance(req, dict):
                 raise BadRequest("the request must be a JSON object")
-            protocol = req.pop("protocol", "chat.completions")
-            if protocol not in _PROTOCOLS:
-                raise BadRequest(f"'protocol' must be one of {', '.join(_PROTOCOLS)}, got {protocol!r}")
+            asked = req.pop("protocol", "chat.completions")
+            if asked not in _PROTOCOLS:
+                raise BadRequest(f"'protocol' must be one of {', '.join(_PROTOCOLS)}, got {_short(asked)}")
+            protocol = asked
             p = state.prepare(protocol, req)
         except (BadRequest, msgspec.DecodeError) as exc:
             code = exc.code if isinstance(exc, BadRequest) else "invalid_request_error"
-            await ws.send_text(msgspec.json.encode(_error_body("chat.completions", str(exc), code)).decode())
+            await ws.send_text(msgspec.json.encode(_error_body(protocol, str(exc), code)).decode())
             await ws.close(code=1008)
+            return
+        if not state.slots.try_acquire():
+            _, body = _limit_body(protocol, "busy", _busy_message(state.slots.limit))
+            await ws.send_text(msgspec.json.encode(body).decode())
+            await ws.close(code=1013, reason="too many concurrent streams")
             return
         enc = msgspec.json.Encoder()
         failed = False
         try:
-            async for batch in iter_events(state.opener(p), state.framer(p)):
-                for ev in batch or ():
-                    if ev.event == "error" or (ev.event is None and hasattr(ev.data, "error")):
-                        failed = True
-                    await ws.send_text(enc.encode(ev.data).decode())
+            # iter_events is an async generator: close it (and so its producer task) on any exit.
+            gen = cast("AsyncGenerator[Any, None]", iter_events(state.opener(p), state.framer(p)))
+            async with aclosing(gen) as events:
+                async for batch in events:
+                    for ev in batch or ():
+                        if ev.event == "error" or (ev.event is None and hasattr(ev.data, "error")):
+                            failed = True
+                        await ws.send_text(enc.encode(ev.data).decode())
         except WebSocketDisconnect:
             return
+        finally:
+            state.slots.release()
         await ws.close(code=1011 if failed else 1000)
 
     routes = [
