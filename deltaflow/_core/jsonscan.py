@@ -158,6 +158,8 @@ class JsonScanner:
             c = text[pos]
             if c in " \t\n\r":
                 pos = skip_json_ws(text, pos)
+                if st == AFTER or st == OBJ_FIRST or st == ARR_FIRST:
+                    safe = pos  # blanks there are closable: they stream instead of piling up
                 continue
             if st == VALUE or st == ARR_FIRST:
                 if c == '"':

@@ -214,7 +214,7 @@ class HarmonyCallParser(ToolParserBase):
         super().__init__(ctx)
         self._state = _PRE
         self._scan = JsonScanner()
-        self._pending = ""  # arguments text consumed past the last safe position
+        self._pending: list[str] = []  # arguments text consumed past the last safe position
         self._args_from = 0
         self._hb = MarkerHoldback(END_MARKERS, (), chunking)
 
@@ -237,7 +237,7 @@ class HarmonyCallParser(ToolParserBase):
         pos = self._body(text, start, limit, ended, out)
         if not ended:  # keep what was consumed as uncommitted raw text; the caller keeps the rest
             if self._state == _ARGS and pos > self._args_from:
-                self._pending += text[self._args_from : pos]
+                self._pending.append(text[self._args_from : pos])
             self.hold(pos)
             return pos
         if pos < limit:  # pragma: no cover - the scanner consumes all of a final segment
@@ -268,8 +268,8 @@ class HarmonyCallParser(ToolParserBase):
             consumed, safe = self._scan.scan(seg, 0, ended)
             if safe >= 0:
                 cut = pos + safe
-                self.emit(out, cut, args=self._pending + text[self._args_from : cut])
-                self._pending = ""
+                self.emit(out, cut, args="".join(self._pending) + text[self._args_from : cut])
+                self._pending = []
                 self._args_from = cut
             if self._scan.error:
                 return self._break(out, limit, self._scan.closer())
@@ -290,7 +290,7 @@ class HarmonyCallParser(ToolParserBase):
     def _break(self, out: list[object], limit: int, close_args: str) -> int:
         """The body went wrong: close the arguments; surface everything not yet attributed, up to ``limit``."""
         out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=close_args, end=True))
-        self._pending = ""
+        self._pending = []
         self._state = _BROKEN
         self._surface(out, limit)
         return limit
@@ -307,7 +307,7 @@ class HarmonyCallParser(ToolParserBase):
             self.emit(out, end, args="{}", end=True)
         elif st == _ARGS:  # cut short: close at the last safe position; the unsafe rest is surfaced
             out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=self._scan.closer(), end=True))
-            self._pending = ""
+            self._pending = []
             self._surface(out, limit)
             if end > limit:
                 self.emit(out, end)

@@ -131,7 +131,7 @@ class MistralToolParser(ToolParserBase):
         self._args_started = False
         self._args_done = False
         self._arg_from = 0
-        self._pending = ""
+        self._pending: list[str] = []
 
     @property
     def complete(self) -> bool:
@@ -176,13 +176,13 @@ class MistralToolParser(ToolParserBase):
         """
         a = self._arg_from
         if safe >= a:
-            frag = self._pending + text[a:safe]
-            self._pending = ""
+            frag = "".join(self._pending) + text[a:safe]
+            self._pending = []
             if frag:
                 self.emit(out, safe, args=frag)
             a = safe
         if consumed > a:
-            self._pending += text[a:consumed]
+            self._pending.append(text[a:consumed])
             a = consumed
         self._arg_from = a
 
@@ -210,7 +210,7 @@ class MistralToolParser(ToolParserBase):
         if self.named and not self._args_done:
             close = self._scan.closer() if self._args_started else "{}"
             self._args_done = True
-        self._pending = ""
+        self._pending = []
         self._state = _DONE
         return self.abort(out, pos, close_args=close)
 

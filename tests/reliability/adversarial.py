@@ -219,16 +219,13 @@ def _cases() -> list[Case]:
 CASES: list[Case] = _cases()
 
 #: Cases whose measured peak breaks the documented bound (see the report in the test module).
+#: Whitespace right after "{" or a value in JSON arguments now streams (the scanner's safe
+#: position moves over it); a run of blanks between pythonic arguments or XML parameters is
+#: still held whole.
 VIOLATIONS: dict[str, str] = {
-    f"{tp}:whitespace-in-block": "JSON envelope: whitespace after '{' in the arguments is kept pending (safe does not advance over it)"
-    for tp in ("hermes", "internlm", "llama3_json")
+    f"{tp}:whitespace-in-block": "whitespace inside an open tool block is held whole (no bound on a run of it)"
+    for tp in ("pythonic", "qwen3_coder", "glm47")
 }
-VIOLATIONS.update(
-    {
-        f"{tp}:whitespace-in-block": "whitespace inside an open tool block is held whole (no bound on a run of it)"
-        for tp in ("mistral", "pythonic", "deepseek_v31", "kimi_k2", "qwen3_coder", "glm47", "openai")
-    }
-)
 
 
 STREAM_BOUND = 256 * 1024

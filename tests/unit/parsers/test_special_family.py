@@ -377,7 +377,8 @@ def test_object_cut_by_a_marker_is_closed(dialect: str) -> None:
     """A marker ends an unfinished object (vLLM's invalid_json_still_extracted); nothing of the call is lost."""
     block = BLOCKS[dialect](("bad", '{"city": "Beijing"'), ("good", '{"city": "Shanghai"}'))
     m = check_chunkings("Help. " + block, tool_parser=dialect)
-    assert calls_of(m) == [("bad", '{"city": "Beijing"}'), ("good", '{"city": "Shanghai"}')]
+    # The model's own blanks before the cut stay part of the arguments text; the JSON is the same.
+    assert [(n, json.loads(a)) for n, a in calls_of(m)] == [("bad", {"city": "Beijing"}), ("good", {"city": "Shanghai"})]
     assert m.content == "Help. "
     cut_in_string = BLOCKS[dialect](("bad", '{"city": "Bei'), ("good", "{}"))
     assert calls_of(check_chunkings(cut_in_string, tool_parser=dialect)) == [("bad", '{"city": "Bei"}'), ("good", "{}")]

@@ -409,7 +409,7 @@ CASES = [
         "deepseek_v32",
         '<｜DSML｜function_calls><｜DSML｜invoke name="f">{"a": 1 oops}</｜DSML｜invoke></｜DSML｜function_calls>',
         [("f", {"a": 1})],
-        content=" oops}</｜DSML｜invoke></｜DSML｜function_calls>",
+        content="oops}</｜DSML｜invoke></｜DSML｜function_calls>",
     ),
     Case(
         "dsml: a lone wrapper parameter is unwrapped",
