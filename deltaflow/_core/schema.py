@@ -332,13 +332,16 @@ def _container(t: str, want: str, depth: int = 0) -> str | None:
         return t
     if depth == 0:
         if kind == '"':
-            inner = _decode(t)
+            try:
+                inner = _decode(t)
+            except UnicodeEncodeError:  # a raw lone surrogate: not JSON text
+                return None
             assert isinstance(inner, str)
             return _container(inner.strip(), want, 1)
         if "\\" in t and t[:1] in "{[":
             try:
                 unescaped = _decode('"' + t + '"')
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, UnicodeEncodeError):
                 pass
             else:
                 found = _container(str(unescaped).strip(), want, 1)

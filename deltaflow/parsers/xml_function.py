@@ -667,7 +667,10 @@ class XmlFunctionParser(ToolParserBase):
         value = self._wrapped[1].strip()
         if json_kind(value) != "{":
             return None
-        obj = msgspec.json.decode(value)
+        try:
+            obj = msgspec.json.decode(value)
+        except UnicodeEncodeError:  # a raw lone surrogate: not JSON text
+            return None
         if isinstance(obj, Mapping) and obj and all(k in self._plans for k in obj):
             return value
         return None
