@@ -34,6 +34,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
+import anyio.lowlevel
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream as ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
@@ -95,6 +96,12 @@ class DeltaStream:
         return self
 
     async def __anext__(self) -> DeltaMessage:
+        try:
+            return self._receive.receive_nowait()
+        except anyio.WouldBlock:
+            pass
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
         try:
             return await self._receive.receive()
         except anyio.EndOfStream:
@@ -378,9 +385,17 @@ def _diagnose(chain: SyncChain) -> None:
 
 
 async def _send_all(send: ObjectSendStream[Any], items: list[Any]) -> bool:
+    """Send a batch: without waiting while the edge has room, one checkpoint per batch."""
     try:
+        waited = False
         for it in items:
-            await send.send(it)
+            try:
+                send.send_nowait(it)
+            except anyio.WouldBlock:
+                await send.send(it)
+                waited = True
+        if not waited:
+            await anyio.lowlevel.checkpoint()
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         return False
     return True

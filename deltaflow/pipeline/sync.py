@@ -134,7 +134,7 @@ class ResponseParser:
         ToolSpecError: an invalid ``tools`` entry (a ``ValueError``).
     """
 
-    __slots__ = ("_chain", "_framer", "_final")
+    __slots__ = ("_chain", "_pre", "_framer", "_final")
 
     def __init__(
         self,
@@ -160,6 +160,9 @@ class ResponseParser:
         assert isinstance(framer, DeltaFramer)
         self._framer = framer
         self._chain = SyncChain(stages)
+        # The same stages without the framer: a plain text chunk carries no metadata, so it
+        # needs no ChunkEnd walking through every stage; the framer frames its items directly.
+        self._pre = SyncChain(stages[:-1])
         self._final = False
 
     @property
@@ -188,11 +191,14 @@ class ResponseParser:
             raise StateError("feed() called after final=True; use one ResponseParser per response")
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
-        items: list[Any] = [text, ChunkEnd(finish_reason=finish_reason)] if text else [ChunkEnd(finish_reason=finish_reason)]
-        if final:
-            self._final = True
-            return self._chain.finish(items)
-        return self._chain.run(items)
+        if not final:
+            if not text:
+                return []
+            items = self._pre.run([text])
+            return self._framer.frame(items) if items else []
+        self._final = True
+        end = ChunkEnd(finish_reason=finish_reason)
+        return self._chain.finish([text, end] if text else [end])
 
 
 def accumulate(deltas: Iterable[DeltaMessage]) -> ChatMessage:
