@@ -34,7 +34,6 @@ from contextlib import asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
-import anyio.lowlevel
 import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream as ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
@@ -385,17 +384,9 @@ def _diagnose(chain: SyncChain) -> None:
 
 
 async def _send_all(send: ObjectSendStream[Any], items: list[Any]) -> bool:
-    """Send a batch: without waiting while the edge has room, one checkpoint per batch."""
     try:
-        waited = False
         for it in items:
-            try:
-                send.send_nowait(it)
-            except anyio.WouldBlock:
-                await send.send(it)
-                waited = True
-        if not waited:
-            await anyio.lowlevel.checkpoint()
+            await send.send(it)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         return False
     return True
