@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import msgspec
 import structlog
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..errors import DeltaflowError
 from ..pipeline.runner import DeltaStream
@@ -93,6 +93,21 @@ async def produce_events(
                 return
 
 
+async def _next_batch(
+    receive: MemoryObjectReceiveStream[list[WireEvent]], heartbeat: float | None
+) -> list[WireEvent] | None:
+    """The producer's next event batch, or None after ``heartbeat`` seconds of silence.
+
+    Raises:
+        anyio.EndOfStream: the producer finished.
+    """
+    if heartbeat is None:
+        return await receive.receive()
+    with anyio.move_on_after(heartbeat):
+        return await receive.receive()
+    return None
+
+
 async def iter_events(
     open_stream: OpenStream, framer: Framer, *, heartbeat: float | None = None
 ) -> AsyncIterator[list[WireEvent] | None]:
@@ -107,13 +122,8 @@ async def iter_events(
         try:
             async with receive:
                 while True:
-                    batch: list[WireEvent] | None = None
                     try:
-                        if heartbeat is None:
-                            batch = await receive.receive()
-                        else:
-                            with anyio.move_on_after(heartbeat):
-                                batch = await receive.receive()
+                        batch = await _next_batch(receive, heartbeat)
                     except anyio.EndOfStream:
                         return
                     yield batch
@@ -170,13 +180,8 @@ class SSEResponse:
             try:
                 async with events_in:
                     while True:
-                        batch: list[WireEvent] | None = None
                         try:
-                            if self._heartbeat is None:
-                                batch = await events_in.receive()
-                            else:
-                                with anyio.move_on_after(self._heartbeat):
-                                    batch = await events_in.receive()
+                            batch = await _next_batch(events_in, self._heartbeat)
                         except anyio.EndOfStream:
                             break
                         body = PING if batch is None else enc.encode(batch)

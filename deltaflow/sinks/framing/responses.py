@@ -107,30 +107,7 @@ class ResponsesFramer:
         idx = len(self._output)
         text = "".join(self._parts)
         kind = item["type"]
-        if kind == _MESSAGE:
-            part = {"type": "output_text", "text": text, "annotations": []}
-            out.append(
-                self._event(
-                    "response.output_text.done", item_id=item["id"], output_index=idx, content_index=0, text=text,
-                    logprobs=[],
-                )
-            )
-            out.append(
-                self._event("response.content_part.done", item_id=item["id"], output_index=idx, content_index=0, part=part)
-            )
-            done = {**item, "status": "completed", "content": [part]}
-        elif kind == _REASONING:
-            part = {"type": "reasoning_text", "text": text}
-            out.append(
-                self._event(
-                    "response.reasoning_text.done", item_id=item["id"], output_index=idx, content_index=0, text=text
-                )
-            )
-            out.append(
-                self._event("response.content_part.done", item_id=item["id"], output_index=idx, content_index=0, part=part)
-            )
-            done = {**item, "status": "completed", "content": [part]}
-        else:
+        if kind == _CALL:
             out.append(
                 self._event(
                     "response.function_call_arguments.done",
@@ -141,6 +118,21 @@ class ResponsesFramer:
                 )
             )
             done = {**item, "status": "completed", "arguments": text}
+        else:  # a message or a reasoning item: one text part
+            extra: dict[str, Any]
+            if kind == _MESSAGE:
+                part = {"type": "output_text", "text": text, "annotations": []}
+                done_type, extra = "response.output_text.done", {"logprobs": []}
+            else:
+                part = {"type": "reasoning_text", "text": text}
+                done_type, extra = "response.reasoning_text.done", {}
+            out.append(
+                self._event(done_type, item_id=item["id"], output_index=idx, content_index=0, text=text, **extra)
+            )
+            out.append(
+                self._event("response.content_part.done", item_id=item["id"], output_index=idx, content_index=0, part=part)
+            )
+            done = {**item, "status": "completed", "content": [part]}
         out.append(self._event("response.output_item.done", output_index=idx, item=done))
         self._output.append(done)
         self._item = None
