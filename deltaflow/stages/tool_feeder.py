@@ -142,11 +142,6 @@ class ToolBlockFeeder:
         m = self._open_re.search(text, pos)
         return m.start() if m else -1
 
-    def _at_opener(self, text: str, pos: int) -> bool:
-        if self._open_re.match(text, pos):
-            return True
-        return bool(self._start_openers) and self._started_at(text, pos)
-
     def _started_at(self, text: str, pos: int) -> bool:
         return any(text.startswith(o, pos) for o in self._start_openers)
 
