@@ -21,6 +21,7 @@ from ..pipeline.sync import ResponseParser, accumulate, parse_complete
 
 __all__ = (
     "check_chunkings",
+    "PEER_NAME_ALIASES",
     "corpus_vectors",
     "feed_chunks",
     "load_tokenizer",
@@ -103,8 +104,20 @@ def shared_dir() -> Path | None:
     return None
 
 
+PEER_NAME_ALIASES: dict[str, str] = {}
+"""Peer-only parser names of the corpus (``sglang:X``, ``llamacpp:X``: no vLLM name exists)
+mapped to the deltaflow parser that implements the same protocol. Only listed names are
+mapped; a prefix is never stripped blindly (SGLang's ``kimi`` reasoning detector reads
+Kimi-VL's ``◁think▷``, which ``kimi_k2`` does not)."""
+
+
 def corpus_vectors(files: Iterable[str] = ("vllm", "sglang", "lmdeploy", "llamacpp")) -> Iterator[dict[str, Any]]:
-    """Yield the conformance vectors of ``shared/corpus/<file>.jsonl`` (nothing when absent)."""
+    """Yield the conformance vectors of ``shared/corpus/<file>.jsonl`` (nothing when absent).
+
+    ``tool_parser`` and ``reasoning_parser`` are given as deltaflow names
+    (:data:`PEER_NAME_ALIASES`); the peer's own name is kept as ``peer_tool_parser``
+    / ``peer_reasoning_parser`` when it differs.
+    """
     root = shared_dir()
     if root is None:
         return
@@ -115,7 +128,16 @@ def corpus_vectors(files: Iterable[str] = ("vllm", "sglang", "lmdeploy", "llamac
         with path.open(encoding="utf-8") as f:
             for line in f:
                 if line.strip():
-                    yield json.loads(line)
+                    yield _our_names(json.loads(line))
+
+
+def _our_names(vector: dict[str, Any]) -> dict[str, Any]:
+    for key in ("tool_parser", "reasoning_parser"):
+        name = vector.get(key)
+        if name in PEER_NAME_ALIASES:
+            vector[f"peer_{key}"] = name
+            vector[key] = PEER_NAME_ALIASES[name]
+    return vector
 
 
 @lru_cache(maxsize=None)
