@@ -13,10 +13,11 @@ Modes:
 * ``complete``: ``parse_complete`` of the whole text;
 * ``stream``: the full async pipeline, ``deltaflow.stream`` over an async
   generator of the chunks (default ``prefetch=16``: a pump task, coalescing);
-* ``stream-p0``: the same with ``prefetch=0`` (the chain pulls the source);
+* ``stream-p0``: the same with ``prefetch=0`` (no read-ahead: the
+  consumer's task runs the fused chain inline, no task and no memory stream);
 * ``stream-sse``: the pipeline plus OpenAI Chat Completions SSE framing to
-  bytes; it needs an SSE framer in ``deltaflow.sinks`` (see
-  :func:`find_sse_framer`), and is skipped with the reason otherwise.
+  bytes, as the server runs it (``SSEResponse`` driven through ASGI, inline
+  pipeline with ``prefetch=0``; see :func:`find_sse_framer`).
 
 Floors, measured in the same run on the same chunks:
 
@@ -108,45 +109,40 @@ def check_floor(n: int) -> Check:
     return lambda out: None if len(out) == n else f"{len(out)} of {n} items arrived"
 
 
-# -- SSE framing (pluggable) ----------------------------------------------------------
+# -- SSE framing ------------------------------------------------------------------------
 # An SSE frame function takes ``open_stream`` (a zero-argument callable returning the
-# ``deltaflow.stream(...)`` context manager) and yields the response's SSE bytes, the way
-# a server's response body would, without the socket. Adapters build one from whatever
-# ``deltaflow.sinks`` offers; the first that returns one wins.
+# ``deltaflow.stream(...)`` context manager) and ``write`` (called with each body chunk),
+# and runs one response the way the server does: ``deltaflow.sinks.SSEResponse`` as an
+# ASGI app, with a client that never disconnects and a ``send`` that hands the bytes to
+# ``write`` instead of a socket.
 OpenStream = Callable[[], Any]
-SseFrame = Callable[[OpenStream], AsyncIterator[bytes]]
+SseFrame = Callable[[OpenStream, Callable[[bytes], Any]], Awaitable[None]]
 
 
-def _adapter_framer_api(sinks: Any) -> SseFrame | None:
-    """``ChatCompletionsFramer`` + ``iter_events`` + ``SSEEncoder`` (what ``SSEResponse`` writes to a socket)."""
-    names = ("ChatCompletionsFramer", "iter_events", "SSEEncoder")
-    if not all(hasattr(sinks, n) for n in names):
+def _adapter_asgi_response(sinks: Any) -> SseFrame | None:
+    """``SSEResponse`` + ``ChatCompletionsFramer`` driven through the ASGI interface (what the server runs)."""
+    if not all(hasattr(sinks, n) for n in ("ChatCompletionsFramer", "SSEResponse")):
         return None
 
-    async def frame(open_stream: OpenStream) -> AsyncIterator[bytes]:
-        encoder = sinks.SSEEncoder()
+    async def frame(open_stream: OpenStream, write: Callable[[bytes], Any]) -> None:
+        never = anyio.Event()
+
+        async def receive() -> dict[str, Any]:
+            await never.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body":
+                write(message["body"])
+
         framer = sinks.ChatCompletionsFramer("bench")
-        async for batch in sinks.iter_events(open_stream, framer):
-            if batch:
-                yield encoder.encode(batch)
-        yield b"data: [DONE]\n\n"
+        response = sinks.SSEResponse(open_stream, framer, done_marker=True, heartbeat=15.0)
+        await response({"type": "http", "method": "POST"}, receive, send)
 
     return frame
 
 
-# Names of a one-call helper a future ``deltaflow.sinks`` may export (same signature as SseFrame).
-SSE_CANDIDATES = ("openai_sse", "chat_completions_sse", "iter_openai_sse")
-
-
-def _adapter_named(sinks: Any) -> SseFrame | None:
-    for name in SSE_CANDIDATES:
-        fn = getattr(sinks, name, None)
-        if callable(fn):
-            return fn  # type: ignore[no-any-return]
-    return None
-
-
-SSE_ADAPTERS: list[Callable[[Any], SseFrame | None]] = [_adapter_framer_api, _adapter_named]
+SSE_ADAPTERS: list[Callable[[Any], SseFrame | None]] = [_adapter_asgi_response]
 
 
 def find_sse_framer() -> tuple[SseFrame | None, str]:
@@ -298,8 +294,7 @@ class Mode:
 
             async def run_sse() -> bytes:
                 parts: list[bytes] = []
-                async for b in framer(lambda: deltaflow.stream(source_of(items), **kwargs)):
-                    parts.append(b)
+                await framer(lambda: deltaflow.stream(source_of(items), **kwargs), parts.append)
                 return b"".join(parts)
 
             return run_sse
@@ -327,5 +322,5 @@ MODES: dict[str, Mode] = {
     "complete": Mode("complete", is_async=False, floor=None, text_only=True, whole_text=True),
     "stream": Mode("stream", is_async=True, floor="floor-memstream", prefetch=16),
     "stream-p0": Mode("stream-p0", is_async=True, floor="floor-memstream", prefetch=0),
-    "stream-sse": Mode("stream-sse", is_async=True, floor="floor-memstream", prefetch=16, sse=True),
+    "stream-sse": Mode("stream-sse", is_async=True, floor="floor-memstream", prefetch=0, sse=True),
 }

@@ -162,8 +162,9 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         None if thousand is None else thousand["tokens_per_s"] >= 1e5,
         "—" if thousand is None else f"{thousand['tokens_per_s']:,.0f} tokens/s")
     idle = [i for i in fig["idle"] if i["with_deltaflow"]]
-    add("memory per idle stream < 20 KB (default prefetch=16)",
-        None if not idle else idle[0]["traced_per_stream_kb"] < 20,
+    judged = next((i for i in idle if i.get("prefetch") == 0 and not i.get("shared_pipeline")), None)
+    add("memory per idle stream < 20 KB (prefetch=0, the server's inline pipeline, one Pipeline per request)",
+        None if judged is None else judged["traced_per_stream_kb"] < 20,
         "—" if not idle else "; ".join(
             f"prefetch={i.get('prefetch')}{' (shared Pipeline)' if i.get('shared_pipeline') else ''}: "
             f"{i['traced_per_stream_kb']:.1f} KB traced, {i['rss_per_stream_kb']:.1f} KB RSS" for i in idle))

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from anyio.lowlevel import checkpoint
 
 import deltaflow
 from deltaflow import accumulate
@@ -55,7 +56,7 @@ class ScaleConfig:
         traced: also take a tracemalloc run for N up to ``traced_max`` (slower).
         traced_max: the largest N given a tracemalloc run.
         backend: the anyio backend.
-        prefetch: the pipelines' prefetch.
+        prefetch: the pipelines' prefetch (0, the server's setting: the chain runs inline).
     """
 
     streams: list[int]
@@ -65,7 +66,7 @@ class ScaleConfig:
     traced: bool = True
     traced_max: int = 100
     backend: str = "asyncio"
-    prefetch: int = 16
+    prefetch: int = 0
 
 
 def _say(msg: str) -> None:
@@ -82,7 +83,10 @@ def _chunks(wl: Workload) -> tuple[list[str], str]:
 
 
 async def _source(chunks: Sequence[str]) -> AsyncIterator[str]:
+    """An engine-like source: it gives the event loop a turn before every token, as a server's
+    engine queue does, so the concurrent streams really interleave token by token."""
     for c in chunks:
+        await checkpoint()
         yield c
 
 
@@ -97,14 +101,19 @@ async def _consume(
         out.append(fold.check(wl))
         return
     n = 0
-    async for b in framer(lambda: deltaflow.stream(_source(chunks), **kwargs)):
+
+    def write(b: bytes) -> None:
+        nonlocal n
         n += len(b)
+
+    await framer(lambda: deltaflow.stream(_source(chunks), **kwargs), write)
     out.append(None if n == sse_bytes else f"{n} SSE bytes, the verified stream had {sse_bytes}")
 
 
 async def _verified_sse_bytes(wl: Workload, chunks: Sequence[str], kwargs: dict[str, Any], framer: Any) -> int | str:
     """Frame one stream, decode its SSE back and check it; return its size (or what is wrong)."""
-    parts = [b async for b in framer(lambda: deltaflow.stream(_source(chunks), **kwargs))]
+    parts: list[bytes] = []
+    await framer(lambda: deltaflow.stream(_source(chunks), **kwargs), parts.append)
     data = b"".join(parts)
     problem = check_message(wl, accumulate(deltas_from_sse(data)))
     return problem if problem is not None else len(data)
@@ -269,7 +278,7 @@ async def _scale(cfg: ScaleConfig) -> dict[str, Any]:
             else:
                 _say(f"  scale {label:<12} {n:>5} streams: FAIL {row['error']}")
     if cfg.idle:
-        for with_df, prefetch, shared in ((False, 0, False), (True, cfg.prefetch, False), (True, 0, False), (True, 0, True)):
+        for with_df, prefetch, shared in ((False, 0, False), (True, 16, False), (True, 0, False), (True, 0, True)):
             row = await _idle(cfg.idle, wl, with_df, prefetch, shared)
             out["idle"].append(row)
             what = f"deltaflow prefetch={prefetch}{', shared Pipeline' if shared else ''}" if with_df else "bare task+source"

@@ -21,10 +21,11 @@ class SyncChain:
     A chain whose stage raised refuses further input (:class:`StateError`).
     """
 
-    __slots__ = ("stages", "_broken", "_finished")
+    __slots__ = ("stages", "_feeds", "_broken", "_finished")
 
     def __init__(self, stages: Sequence[Stage]) -> None:
         self.stages = tuple(stages)
+        self._feeds = tuple(st.feed for st in self.stages)
         self._broken = False
         self._finished = False
 
@@ -36,21 +37,25 @@ class SyncChain:
 
     def run(self, items: list[Any]) -> list[Any]:
         """Feed a batch of items through every stage; return the last stage's outputs."""
-        self._check()
-        for st in self.stages:
-            if not items:
-                return items
-            try:
+        if self._broken or self._finished:
+            self._check()
+        k = 0
+        try:
+            for feed in self._feeds:
+                if not items:
+                    return items
                 if len(items) == 1:
-                    items = st.feed(items[0])
+                    items = feed(items[0])
                 else:
                     nxt: list[Any] = []
                     for it in items:
-                        nxt.extend(st.feed(it))
+                        nxt.extend(feed(it))
                     items = nxt
-            except Exception as exc:
-                self._broken = True
-                raise StageError(st.name, f"stage {st.name!r} failed: {exc!r}") from exc
+                k += 1
+        except Exception as exc:
+            self._broken = True
+            st = self.stages[k]
+            raise StageError(st.name, f"stage {st.name!r} failed: {exc!r}") from exc
         return items
 
     def finish(self, items: list[Any] | None = None) -> list[Any]:

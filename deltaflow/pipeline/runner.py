@@ -20,8 +20,11 @@ Topology of one stream (built per response, fresh stage instances)::
 
 The default stream uses two tasks (the source pump and the fused chain) and
 two memory streams (source -> chain, chain -> consumer). With
-``prefetch=0`` the chain pulls the source itself: one task, one memory
-stream, and no coalescing.
+``prefetch=0`` nothing reads ahead: when every stage is synchronous (the
+default chain), the consumer's own task pulls the source and runs the fused
+chain as it iterates (no task, no memory stream: the lightest and fastest
+way to run one response, and what the server uses); with an async stage,
+the first fused chain pulls the source from its task.
 """
 
 from __future__ import annotations
@@ -115,8 +118,74 @@ class DeltaStream:
         await self._receive.aclose()
 
     def statistics(self) -> Any:
-        """The memory stream statistics of the consumer edge."""
+        """The memory stream statistics of the consumer edge (None when the chain runs inline)."""
         return self._receive.statistics()
+
+
+class _InlineDeltaStream(DeltaStream):
+    """A :class:`DeltaStream` whose consumer task pulls the source and runs the fused chain itself.
+
+    Used with ``prefetch=0`` when every stage is synchronous: no task and no
+    memory stream, and the source is read only when the consumer asks for a
+    delta that is not ready (backpressure by construction).
+    """
+
+    def __init__(self, chain: SyncChain, source: AsyncIterable[Any], usage: Usage, stream_id: str) -> None:
+        self.usage = usage
+        self.stream_id = stream_id
+        self._chain = chain
+        self._it: Any = source.__aiter__()
+        self._ready: list[Any] = []
+        self._at = 0
+        self._ended = False
+        self._diagnosed: tuple[Any, ...] = tuple(
+            st for st in chain.stages if getattr(st, "diagnostics", None) is not None
+        )
+
+    async def __anext__(self) -> DeltaMessage:
+        ready = self._ready
+        while self._at >= len(ready):
+            if self._ended:
+                raise StopAsyncIteration
+            chain = self._chain
+            try:
+                raw = await self._it.__anext__()
+            except StopAsyncIteration:
+                self._ended = True
+                ready = chain.finish()
+            except Exception as exc:
+                raise StageError("source", f"the source raised {exc!r}") from exc
+            else:
+                try:
+                    chunk = to_chunk(raw)
+                except TypeError as exc:
+                    raise StageError("source", str(exc)) from exc
+                ready = chain.run([chunk])
+            for st in self._diagnosed:
+                if st.diagnostics:
+                    _diagnose(chain)
+                    break
+            self._ready, self._at = ready, 0
+        out: DeltaMessage = ready[self._at]
+        self._at += 1
+        return out
+
+    async def receive(self) -> DeltaMessage:
+        """Receive the next delta (raises ``anyio.EndOfStream`` at the end)."""
+        try:
+            return await self.__anext__()
+        except StopAsyncIteration:
+            raise anyio.EndOfStream from None
+
+    async def aclose(self) -> None:
+        """Stop reading and close the source."""
+        self._ended = True
+        self._ready, self._at = [], 0
+        await _aclose(self._it)
+
+    def statistics(self) -> Any:
+        """None: an inline chain has no consumer edge."""
+        return None
 
 
 class Pipeline:
@@ -130,8 +199,9 @@ class Pipeline:
             stage (``feed``/``finish``) or an async stage (:class:`AsyncStage`).
         buffer_size: the buffer of every memory stream edge.
         prefetch: when > 0, a pump task reads the source ahead into an edge of
-            this size and the chain coalesces waiting items; 0 pulls the
-            source from the chain's task.
+            this size and the chain coalesces waiting items; 0 reads nothing
+            ahead: with only synchronous stages the consumer's task runs the
+            chain inline (no task), otherwise the first chain pulls the source.
         max_batch: the most waiting items one coalesced batch takes.
     """
 
@@ -289,6 +359,13 @@ class Pipeline:
             else:
                 segments.append([st])
         with structlog.contextvars.bound_contextvars(stream_id=stream_id, **self.log_context):
+            if self.prefetch == 0 and len(segments) == 1 and isinstance(segments[0], list):
+                inline = _InlineDeltaStream(SyncChain(segments[0]), source, usage, stream_id)
+                try:
+                    yield inline
+                finally:
+                    await inline.aclose()
+                return
             try:
                 async with anyio.create_task_group() as tg:
                     receive: ObjectReceiveStream[Any] | None = None

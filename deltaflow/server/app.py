@@ -25,9 +25,9 @@ and ``{"type": "error", "error": {"type", "message"}}`` on ``/v1/messages``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, aclosing
-from typing import Any, cast
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 import msgspec
 import structlog
@@ -42,8 +42,8 @@ from ..messages import ChatMessage
 from ..pipeline.runner import DeltaStream, stream
 from ..sinks.collect import collect_async
 from ..sinks.framing import AnthropicFramer, ChatCompletionsFramer, ResponsesFramer
-from ..sinks.framing.base import Framer, new_id, now
-from ..sinks.sse import SSEResponse, iter_events
+from ..sinks.framing.base import Framer, WireEvent, new_id, now
+from ..sinks.sse import SSEResponse, run_framed
 from ..stages.framer import Usage
 from ..tools import ToolSpec, normalize_tools
 from .engine import Engine, EngineRequest, FunctionEngine, ModelInfo, ReplayEngine
@@ -288,6 +288,8 @@ class DeltaflowApp:
             source: AsyncIterator[Any] = self.engine.generate(request)
             if self.idle_timeout is not None:
                 source = idle_guard(source, self.idle_timeout)
+            # prefetch=0: the response's own task runs the parsers inline (no task, no memory stream
+            # per response); the engine's queue already buffers its output.
             return stream(
                 source,
                 tool_parser=p.tool_parser,
@@ -295,6 +297,7 @@ class DeltaflowApp:
                 tools=tools,
                 enable_thinking=p.enable_thinking,
                 tokenizer=p.info.tokenizer,
+                prefetch=0,
             )
 
         return open_stream
@@ -604,15 +607,16 @@ def create_app(
             return
         enc = msgspec.json.Encoder()
         failed = False
+
+        async def emit(batch: list[WireEvent]) -> None:
+            nonlocal failed
+            for ev in batch:
+                if ev.event == "error" or (ev.event is None and hasattr(ev.data, "error")):
+                    failed = True
+                await ws.send_text(enc.encode(ev.data).decode())
+
         try:
-            # iter_events is an async generator: close it (and so its producer task) on any exit.
-            gen = cast("AsyncGenerator[Any, None]", iter_events(state.opener(p), state.framer(p)))
-            async with aclosing(gen) as events:
-                async for batch in events:
-                    for ev in batch or ():
-                        if ev.event == "error" or (ev.event is None and hasattr(ev.data, "error")):
-                            failed = True
-                        await ws.send_text(enc.encode(ev.data).decode())
+            await run_framed(state.opener(p), state.framer(p), emit)
         except WebSocketDisconnect:
             return
         finally:

@@ -10,6 +10,7 @@ from .sse import SSEEncoder as SSEEncoder
 from .sse import SSEResponse as SSEResponse
 from .sse import iter_events as iter_events
 from .sse import produce_events as produce_events
+from .sse import run_framed as run_framed
 
 __all__ = (
     "AnthropicFramer",
@@ -22,4 +23,5 @@ __all__ = (
     "collect_async",
     "iter_events",
     "produce_events",
+    "run_framed",
 )

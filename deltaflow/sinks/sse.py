@@ -5,18 +5,24 @@ values are JSON-escaped by the encoder); Anthropic and Responses events get
 an ``event:`` line; OpenAI Chat Completions streams end with
 ``data: [DONE]``. Idle streams get ``: ping`` comment lines.
 
-Tasks: the pipeline and its framer run in a producer task
-(:func:`produce_events`) that sends event batches over a bounded memory
-stream; the response's own task writes them to the socket. No generator
-ever yields from inside the pipeline's task group, a slow client slows the
-producer (and so the source), and ``http.disconnect`` cancels everything,
-which closes the engine's iterator.
+Tasks: :func:`run_framed` runs the pipeline and its framer in the task
+that writes (an SSE response, a WebSocket handler), so a delta goes from the
+pipeline to the socket without crossing a memory stream; with the server's
+default inline pipeline (``prefetch=0``) a token costs no task switch at all
+beyond awaiting the engine. A slow client slows the pipeline (and so the
+source). The SSE response adds two tasks that do nothing per token: one
+waits for ``http.disconnect`` (which cancels everything and so closes the
+engine's iterator), one writes a ``: ping`` after ``heartbeat`` seconds
+without a write. :func:`iter_events` is the generator form: it runs the
+pipeline in a producer task (:func:`produce_events`), because a generator
+must never yield from inside a pipeline's task group.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
+from time import monotonic
 from typing import Any
 
 import anyio
@@ -28,7 +34,7 @@ from ..errors import DeltaflowError
 from ..pipeline.runner import DeltaStream
 from .framing.base import Framer, WireEvent
 
-__all__ = ("SSEEncoder", "SSEResponse", "iter_events", "produce_events")
+__all__ = ("SSEEncoder", "SSEResponse", "iter_events", "produce_events", "run_framed")
 
 _log = structlog.get_logger("deltaflow.sinks")
 DONE = b"data: [DONE]\n\n"
@@ -62,12 +68,45 @@ class SSEEncoder:
         return bytes(out)
 
 
+async def run_framed(
+    open_stream: OpenStream,
+    framer: Framer,
+    emit: Callable[[list[WireEvent]], Awaitable[Any]],
+) -> None:
+    """Run the pipeline in this task and ``emit`` its framed event batches, start to finish.
+
+    A :class:`~deltaflow.errors.DeltaflowError` of the pipeline (a failing
+    stage or source) becomes the protocol's error event, emitted last.
+    Exceptions of ``emit`` propagate (the caller knows what a gone client
+    looks like).
+
+    Args:
+        open_stream: opens the pipeline (e.g. ``lambda: deltaflow.stream(source, ...)``).
+        framer: the protocol framer for this response.
+        emit: awaited with each non-empty batch of wire events.
+    """
+    await emit(framer.start())
+    try:
+        async with open_stream() as deltas:
+            feed = framer.feed
+            async for delta in deltas:
+                events = feed(delta)
+                if events:
+                    await emit(events)
+        last = framer.finish(deltas.usage)
+    except DeltaflowError as exc:
+        _log.warning("stream_failed", error=str(exc), cause=repr(exc.__cause__))
+        last = framer.error(exc)
+    if last:
+        await emit(last)
+
+
 async def produce_events(
     open_stream: OpenStream,
     framer: Framer,
     send: MemoryObjectSendStream[list[WireEvent]],
 ) -> None:
-    """Run the pipeline and send its framed events; a failure becomes the protocol's error event.
+    """:func:`run_framed` into a memory stream (closed at the end); a gone reader ends it quietly.
 
     Args:
         open_stream: opens the pipeline (e.g. ``lambda: deltaflow.stream(source, ...)``).
@@ -76,21 +115,9 @@ async def produce_events(
     """
     async with send:
         try:
-            await send.send(framer.start())
-            async with open_stream() as deltas:
-                async for delta in deltas:
-                    events = framer.feed(delta)
-                    if events:
-                        await send.send(events)
-            await send.send(framer.finish(deltas.usage))
+            await run_framed(open_stream, framer, send.send)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            return  # the writer is gone (client disconnected)
-        except DeltaflowError as exc:
-            _log.warning("stream_failed", error=str(exc), cause=repr(exc.__cause__))
-            try:
-                await send.send(framer.error(exc))
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                return
+            return  # the reader is gone (client disconnected)
 
 
 async def _next_batch(
@@ -131,6 +158,46 @@ async def iter_events(
             tg.cancel_scope.cancel()
 
 
+class _BodyWriter:
+    """Writes ``http.response.body`` messages from two tasks (the stream and its heartbeat) one at a time."""
+
+    __slots__ = ("_send", "_busy", "_free", "_ended", "last")
+
+    def __init__(self, send: Callable[..., Any]) -> None:
+        self._send = send
+        self._busy = False
+        self._free: anyio.Event | None = None
+        self._ended = False
+        self.last = monotonic()
+
+    async def write(self, body: bytes, more: bool = True) -> None:
+        while self._busy:  # only while a heartbeat is being written
+            if self._free is None:
+                self._free = anyio.Event()
+            await self._free.wait()
+        if self._ended:  # nothing may follow the last body message
+            return
+        self._ended = not more
+        self._busy = True
+        try:
+            await self._send({"type": "http.response.body", "body": body, "more_body": more})
+        finally:
+            self._busy = False
+            self.last = monotonic()
+            if self._free is not None:
+                self._free.set()
+                self._free = None
+
+    async def heartbeat(self, every: float) -> None:
+        """Write ``: ping`` whenever ``every`` seconds pass without a write (runs until cancelled)."""
+        while not self._ended:
+            delay = self.last + every - monotonic()
+            if delay > 0 or self._busy:  # a write in progress (a slow client) is not silence
+                await anyio.sleep(delay if delay > 0 else every)
+            else:
+                await self.write(PING)
+
+
 class SSEResponse:
     """An ASGI response streaming one pipeline as SSE (see the module docstring).
 
@@ -162,8 +229,12 @@ class SSEResponse:
             (b"cache-control", b"no-cache"),
             (b"x-accel-buffering", b"no"),
         ] + [(k.lower().encode(), v.encode()) for k, v in self._headers.items()]
-        enc = SSEEncoder()
-        events_out, events_in = anyio.create_memory_object_stream[list[WireEvent]](1)
+        encode = SSEEncoder().encode
+        writer = _BodyWriter(send)
+
+        async def emit(events: list[WireEvent]) -> None:
+            await writer.write(encode(events))
+
         async with anyio.create_task_group() as tg:
 
             async def watch_disconnect() -> None:
@@ -175,19 +246,12 @@ class SSEResponse:
                         return
 
             tg.start_soon(watch_disconnect)
-            tg.start_soon(produce_events, self._open, self._framer, events_out)
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
             try:
-                async with events_in:
-                    while True:
-                        try:
-                            batch = await _next_batch(events_in, self._heartbeat)
-                        except anyio.EndOfStream:
-                            break
-                        body = PING if batch is None else enc.encode(batch)
-                        await send({"type": "http.response.body", "body": body, "more_body": True})
-                tail = DONE if self._done else b""
-                await send({"type": "http.response.body", "body": tail, "more_body": False})
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                if self._heartbeat is not None:
+                    tg.start_soon(writer.heartbeat, self._heartbeat)
+                await run_framed(self._open, self._framer, emit)
+                await writer.write(DONE if self._done else b"", more=False)
             except OSError:  # the socket went away
                 pass
             tg.cancel_scope.cancel()

@@ -57,7 +57,7 @@ def pull_bound(pipeline: Pipeline, consumed: int, async_stages: int = 0) -> int:
     Every item gives one delta, and every place an item can wait is bounded:
     """
     if pipeline.prefetch == 0:
-        in_chain = 1  # the chain pulls one item itself and blocks sending its delta
+        in_chain = 1  # the chain pulls one item itself (inline: when the consumer asks) and blocks sending its delta
         pumped = 0
     else:
         pumped = pipeline.prefetch + 1  # the pump's edge buffer, plus the item the pump blocks on sending
@@ -225,7 +225,7 @@ def _states() -> list[_MemoryObjectStreamState[Any]]:
     ("make", "tasks", "streams"),
     [
         pytest.param(lambda: Pipeline.for_model(**HQ), 2, 2, id="default"),
-        pytest.param(lambda: Pipeline.for_model(**HQ, prefetch=0), 1, 1, id="prefetch=0"),
+        pytest.param(lambda: Pipeline.for_model(**HQ, prefetch=0), 0, 0, id="prefetch=0,inline"),
         pytest.param(
             lambda: Pipeline.for_model(**HQ).insert_after("name_filter", "passthrough", PassThrough),
             4,
@@ -241,7 +241,7 @@ def _states() -> list[_MemoryObjectStreamState[Any]]:
     ],
 )
 async def test_tasks_and_memory_streams_of_one_stream(make: Callable[[], Pipeline], tasks: int, streams: int) -> None:
-    """A default stream runs 2 tasks over 2 memory streams (1 and 1 with prefetch=0); all end and close with it."""
+    """A default stream runs 2 tasks over 2 memory streams (none with prefetch=0: the consumer runs the chain inline); all end and close with it."""
     before = weakref.WeakSet(_states())
     base = len(anyio.get_running_tasks())
     pipeline = make()
