@@ -1,0 +1,90 @@
+"""SSEResponse at the ASGI interface: message order, heartbeats between events, nothing after the last body."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+
+import deltaflow
+from deltaflow.sinks import ChatCompletionsFramer, SSEResponse
+
+pytestmark = pytest.mark.anyio
+
+
+async def _slow_source(chunks: list[str], pause: float) -> AsyncIterator[str]:
+    for c in chunks:
+        await anyio.sleep(pause)
+        yield c
+
+
+async def _run(response: SSEResponse, *, disconnect_after: float | None = None) -> list[dict[str, Any]]:
+    """Drive ``response`` as an ASGI server would; return every message it sent."""
+    sent: list[dict[str, Any]] = []
+    gone = anyio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if disconnect_after is None:
+            await gone.wait()
+        else:
+            await anyio.sleep(disconnect_after)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await response({"type": "http", "method": "POST"}, receive, send)
+    return sent
+
+
+def _bodies(sent: list[dict[str, Any]]) -> list[bytes]:
+    return [m["body"] for m in sent if m["type"] == "http.response.body"]
+
+
+async def test_pings_come_between_events_and_nothing_follows_the_last_body() -> None:
+    """With a slow engine the heartbeat writes pings between data events; the final message ends the body."""
+    chunks = ["Hello", " there", ", friend."]
+    opener = lambda: deltaflow.stream(_slow_source(chunks, 0.12), prefetch=0)  # noqa: E731
+    sent = await _run(SSEResponse(opener, ChatCompletionsFramer("m"), done_marker=True, heartbeat=0.05))
+    assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 200
+    bodies = _bodies(sent)
+    assert sent[-1]["more_body"] is False and bodies[-1] == b"data: [DONE]\n\n"
+    assert all(m["more_body"] is True for m in sent[1:-1])
+    assert b": ping\n\n" in bodies
+    text = ""
+    for body in bodies:
+        for line in body.split(b"\n"):
+            if line.startswith(b"data: {"):
+                for choice in json.loads(line[6:])["choices"]:
+                    text += choice["delta"].get("content") or ""
+    assert text == "".join(chunks)
+
+
+async def test_no_ping_while_events_flow() -> None:
+    """A stream that writes more often than the heartbeat interval gets no ping."""
+    opener = lambda: deltaflow.stream(_slow_source([f"w{i} " for i in range(20)], 0.005), prefetch=0)  # noqa: E731
+    sent = await _run(SSEResponse(opener, ChatCompletionsFramer("m"), heartbeat=1.0))
+    assert b": ping\n\n" not in _bodies(sent)
+    assert sent[-1]["more_body"] is False
+
+
+async def test_a_disconnect_closes_the_engine_and_ends_the_response() -> None:
+    """http.disconnect cancels the response while the engine is silent; the engine's iterator is closed."""
+    closed = anyio.Event()
+
+    async def engine() -> AsyncIterator[str]:
+        try:
+            yield "first"
+            await anyio.sleep(60)
+            yield "never"
+        finally:
+            closed.set()
+
+    opener = lambda: deltaflow.stream(engine(), prefetch=0)  # noqa: E731
+    with anyio.fail_after(5):
+        sent = await _run(SSEResponse(opener, ChatCompletionsFramer("m"), heartbeat=None), disconnect_after=0.1)
+    assert closed.is_set()
+    assert not any(m.get("more_body") is False for m in sent)  # the body never got its end: the client left
