@@ -14,7 +14,10 @@ only a stack of open containers and a small state, and reports
   key or a value.
 
 Long strings are crossed with one compiled-regex search per chunk, never a
-per-character Python loop.
+per-character Python loop. A number cut by the chunk end is given again (it
+is not consumed), but the scanner remembers how much of it it has read and
+where in the number's grammar it stopped, and resumes there: a huge number
+fed in small chunks costs work linear in its length.
 """
 
 from __future__ import annotations
@@ -24,13 +27,48 @@ from .text import skip_json_ws
 
 __all__ = ("JsonScanner",)
 
-_STR_STOP = re.compile(r'["\\\x00-\x1f]')
-_ESCAPE = re.compile(r'\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})')
+# The longest run of string content with its complete escapes (the "unrolled loop": every
+# repetition starts at a mandatory backslash, so nothing is ambiguous and the match is linear).
+# It stops before a quote, a control character, a partial or invalid escape, or the end.
+_STR_RUN = re.compile(r'[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*)*')
 _ESCAPE_PREFIX = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?\Z")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 # Everything a number could be while it is still being written ("-", "1.", "2e+").
 _NUMBER_PART = re.compile(r"-?[0-9]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]*)?")
 _LITERALS = {"t": "true", "f": "false", "n": "null"}
+# Runs of simple members after a value inside a container, crossed by one match: "," then a
+# string (or a literal) in an array, "," then a string key, ":" and such a value
+# in an object (e.g. an array of 2,000 short strings). Each repetition starts at a mandatory
+# "," and its string ends at the first '"', so the match is linear; a member the run cannot
+# take (an escape, a number, a container, a cut at the chunk end) is left to the general loop,
+# which gives the same consumed and safe positions.
+# A character class and an escape never start alike, so the string pattern cannot backtrack.
+_STRING = r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"'
+_SIMPLE = "(?:" + _STRING + "|true|false|null)"
+_ARRAY_RUN = re.compile(r"(?:[ \t\n\r]*,[ \t\n\r]*" + _SIMPLE + ")+")
+_OBJECT_RUN = re.compile(r"(?:[ \t\n\r]*,[ \t\n\r]*" + _STRING + r"[ \t\n\r]*:[ \t\n\r]*" + _SIMPLE + ")+")
+# Where a number cut by the chunk end stopped in _NUMBER_PART, and the rest of that pattern from there.
+_NUM_INT, _NUM_FRAC, _NUM_EXP_SIGN, _NUM_EXP_DIGITS = range(4)
+_NUMBER_REST = (
+    re.compile(r"[0-9]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]*)?"),
+    re.compile(r"[0-9]*(?:[eE][+-]?[0-9]*)?"),
+    re.compile(r"[+-]?[0-9]*"),
+    re.compile(r"[0-9]*"),
+)
+
+
+def _number_phase(text: str, start: int, end: int, phase: int) -> int:
+    """The phase of a partial number after ``text[start:end]`` was read from ``phase``."""
+    if end <= start:
+        return phase
+    e = max(text.rfind("e", start, end), text.rfind("E", start, end))
+    if e >= 0:
+        return _NUM_EXP_SIGN if e == end - 1 else _NUM_EXP_DIGITS
+    if phase >= _NUM_EXP_SIGN:
+        return _NUM_EXP_DIGITS
+    if phase == _NUM_FRAC or text.find(".", start, end) >= 0:
+        return _NUM_FRAC
+    return _NUM_INT
 
 # States.
 VALUE = 0  # a value is expected
@@ -52,7 +90,7 @@ class JsonScanner:
         error: the text is not JSON; ``error_pos`` is where it went wrong.
     """
 
-    __slots__ = ("_stack", "_state", "_in_key", "_fail_in_string", "error_pos")
+    __slots__ = ("_stack", "_state", "_in_key", "_fail_in_string", "error_pos", "_num_seen", "_num_phase")
 
     def __init__(self) -> None:
         self._stack: list[str] = []
@@ -60,6 +98,9 @@ class JsonScanner:
         self._in_key = False
         self._fail_in_string = False
         self.error_pos = -1
+        # A number given again: how many of its characters were read, and the phase there.
+        self._num_seen = 0
+        self._num_phase = _NUM_INT
 
     @property
     def done(self) -> bool:
@@ -115,13 +156,12 @@ class JsonScanner:
         safe = -1
         while pos < n:
             if st == STRING:
-                m = _STR_STOP.search(text, pos)
-                if m is None:
+                i = _STR_RUN.match(text, pos).end()  # type: ignore[union-attr]  # matches the empty string
+                if i == n:
                     pos = n
                     if not self._in_key:
                         safe = n
                     break
-                i = m.start()
                 c = text[i]
                 if c == '"':
                     pos = i + 1
@@ -134,21 +174,16 @@ class JsonScanner:
                         st = DONE
                         safe = pos
                         break
-                elif c == "\\":
-                    e = _ESCAPE.match(text, i)
-                    if e is None:
-                        if not final and _ESCAPE_PREFIX.match(text, i):
-                            pos = i  # partial escape: give it again with more text
-                            if not self._in_key:
-                                safe = i
-                            break
+                elif c == "\\":  # the run took every complete escape: this one is partial or invalid
+                    if not final and _ESCAPE_PREFIX.match(text, i):
+                        pos = i  # partial escape: give it again with more text
                         if not self._in_key:
-                            safe = i  # inside a string value every position is safe
-                        self._state = st
-                        return self._fail(i, safe)
-                    pos = e.end()
+                            safe = i
+                        break
                     if not self._in_key:
-                        safe = pos  # inside a string value every position between escapes is safe
+                        safe = i  # inside a string value every position is safe
+                    self._state = st
+                    return self._fail(i, safe)
                 else:  # a raw control character is not allowed in a JSON string
                     if not self._in_key:
                         safe = i
@@ -185,11 +220,23 @@ class JsonScanner:
                     if st == DONE:
                         break
                 elif c == "-" or "0" <= c <= "9":
-                    part = _NUMBER_PART.match(text, pos)
-                    if part is not None and part.end() == n and not final:
+                    seen = self._num_seen
+                    if seen and pos + seen <= n:  # the number cut last time: read only what is new
+                        phase = self._num_phase
+                        part = _NUMBER_REST[phase].match(text, pos + seen)
+                    else:
+                        seen = 0
+                        phase = _NUM_INT
+                        part = _NUMBER_PART.match(text, pos)
+                    assert part is not None  # every part of these patterns is optional
+                    part_end = part.end()
+                    if part_end == n and not final:
+                        self._num_phase = _number_phase(text, pos + seen, n, phase)
+                        self._num_seen = n - pos
                         break  # the number may go on: give it again with more text
+                    self._num_seen = 0
                     m = _NUMBER.match(text, pos)
-                    if m is None or part is None or m.end() != part.end():
+                    if m is None or m.end() != part_end:
                         self._state = st
                         return self._fail(m.end() if m is not None else pos, safe)
                     pos = m.end()
@@ -237,6 +284,10 @@ class JsonScanner:
             elif st == AFTER:
                 top = stack[-1]
                 if c == ",":
+                    run = (_ARRAY_RUN if top == "]" else _OBJECT_RUN).match(text, pos)
+                    if run is not None:
+                        pos = safe = run.end()
+                        continue
                     st = KEY if top == "}" else VALUE
                     pos += 1
                 elif c == top:

@@ -262,3 +262,64 @@ def test_last_safe_position_does_not_depend_on_the_split(text: str) -> None:
     """The last safe position reached before an error is the same whether the text comes whole or in pieces."""
     positions = {label: scan_pieces(pieces).last_safe for label, pieces in splits(text)}
     assert len(set(positions.values())) == 1, positions
+
+
+NUMBER_TEXTS = [
+    "[" + n + "]"
+    for n in (
+        "0", "-0", "12", "-12.50", "1.5e10", "1E+5", "2e-07", "0.0e0", "-9.99E-999",
+        "01", "-", "1.", "1.e5", "1e", "1e+", "--1", "1.2.3", "1e5e5", "-.5", "00.1", "1e+-2",
+    )
+] + ['{"a": -12.5e+3, "b": [0, 1e2]}', "123456789"]
+
+
+@pytest.mark.parametrize("text", NUMBER_TEXTS, ids=repr)
+def test_numbers_scan_the_same_on_every_split(text: str) -> None:
+    """A number resumed where the last chunk cut it gives the whole text's outcome on every split."""
+    whole = scan_pieces([text])
+    for label, pieces in splits(text):
+        got = scan_pieces(pieces)
+        # On an error, ``consumed`` is the absolute error position.
+        assert (got.consumed, got.last_safe, got.scanner.done, got.scanner.error) == (
+            whole.consumed, whole.last_safe, whole.scanner.done, whole.scanner.error,
+        ), label
+
+
+def test_huge_number_resumes_where_it_stopped() -> None:
+    """A 200k-digit number given again with each chunk is resumed where the last scan stopped, not reread."""
+    s = JsonScanner()
+    consumed, _ = s.scan("[", 0)
+    assert consumed == 1
+    buf = ""
+    for _ in range(200):
+        buf += "7" * 1000
+        consumed, safe = s.scan(buf, 0)
+        assert (consumed, safe) == (0, -1)  # the number may go on: given again with more text
+        assert s._num_seen == len(buf)  # the next scan reads from here on (internal bookkeeping)
+    consumed, safe = s.scan(buf + "]", 0)
+    assert s.done and consumed == safe == len(buf) + 1
+
+
+RUN_TEXTS = [
+    '["a", "b" , "c","d"]',
+    '{"k": "v", "n": true, "m": null,"x": false}',
+    '["a", "b", "c\x01", "d"]',
+    '{"a": "x", "b": tru, "c": 1}',
+    '["a" , "b",]',
+    '["a","b" "c"]',
+    '{"a": "x", "k\\n": "y", "z": "w"}',
+    '["a", true, 12, "b\\"q", [1], "c"]',
+    '{"a": "x",  \n "b": "y"  ,"c":{"d": "e"}}',
+    '["a", truex]',
+]
+
+
+@pytest.mark.parametrize("text", RUN_TEXTS, ids=repr)
+def test_runs_of_simple_members_scan_the_same_on_every_split(text: str) -> None:
+    """Runs of short strings and literals crossed by one match give the per-character outcome on every split."""
+    chars = scan_pieces(list(text))
+    for label, pieces in [("whole", [text]), *splits(text)]:
+        got = scan_pieces(pieces)
+        assert (got.consumed, got.last_safe, got.scanner.done, got.scanner.error) == (
+            chars.consumed, chars.last_safe, chars.scanner.done, chars.scanner.error,
+        ), label
