@@ -110,6 +110,39 @@ _TABLE: tuple[tuple[str, str | None, str | None], ...] = (
     ("openai/gpt-oss-120b", "openai", "openai_gptoss"),
     # Seed-OSS (section 12)
     ("ByteDance-Seed/Seed-OSS-36B-Instruct", "seed_oss", "seed_oss"),
+    # more_tool_families: LFM2, OLMo 3, Step3 / Step-3.5 (section 14)
+    ("LiquidAI/LFM2-1.2B", "lfm2", None),
+    ("LiquidAI/LFM2-8B-A1B", "lfm2", None),
+    ("allenai/Olmo-3-7B-Instruct", "olmo3", None),
+    ("stepfun-ai/step3", "step3", "deepseek_r1"),
+    ("stepfun-ai/Step-3.5-Flash", "step3p5", "step3p5"),
+    # more_reasoning / gemma_command_family: Gemma 4, OLMo 3 Think, Granite 3.2, Nemotron 3
+    ("google/gemma-4-31B-it", "gemma4", "gemma4"),
+    ("google/gemma-4-26B-A4B-it", "gemma4", "gemma4"),
+    ("allenai/Olmo-3-7B-Think", "olmo3", "olmo3"),
+    ("allenai/Olmo-3-32B-Think", "olmo3", "olmo3"),
+    ("ibm-granite/granite-3.2-8b-instruct", "granite", "granite"),
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", None, "nemotron_v3"),
+    # json_array_family: JSON envelopes and JSON arrays of calls (section 14)
+    ("ibm-granite/granite-3.1-8b-instruct", "granite", None),
+    ("ibm-granite/granite-3.3-8b-instruct", "granite", None),
+    ("ibm-granite/granite-4.0-h-small", "granite4", None),
+    ("ibm-granite/granite-4.0-h-tiny", "granite4", None),
+    ("ibm-granite/granite-4.0-micro", "granite4", None),
+    ("ibm-granite/granite-20b-functioncalling", "granite-20b-fc", None),
+    ("tencent/Hunyuan-A13B-Instruct", "hunyuan_a13b", "hunyuan_a13b"),
+    ("baidu/ERNIE-4.5-21B-A3B-PT", "ernie45", None),
+    ("baidu/ERNIE-4.5-21B-A3B-Thinking", "ernie45", "ernie45"),
+    ("Salesforce/Llama-xLAM-2-8b-fc-r", "xlam", None),
+    ("Salesforce/xLAM-2-32b-fc-r", "xlam", None),
+    ("ai21labs/AI21-Jamba-Mini-1.6", "jamba", None),
+    ("ServiceNow-AI/Apriel-1.5-15b-Thinker", "apriel", None),
+    ("nvidia/NVIDIA-Nemotron-Nano-9B-v2", "nemotron", "qwen3"),
+    ("microsoft/Phi-4-mini-instruct", "phi4_mini_json", None),
+    ("fireworks-ai/llama-3-firefunction-v2", "firefunction_v2", None),
+    ("swiss-ai/Apertus-8B-Instruct-2509", "apertus", None),
+    ("meituan-longcat/LongCat-Flash-Chat", "longcat", None),
+    ("ai-sage/GigaChat3-10B-A1.8B", "gigachat3", None),
 )
 
 _BY_KEY: dict[str, Preset] = {}

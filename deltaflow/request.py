@@ -52,6 +52,11 @@ form too) and ``openai`` (Harmony, one call, an optional ``<|start|>assistant``
 first) have JSON arguments; ``qwen3_coder``, ``seed_oss``, ``glm45``,
 ``glm47``, ``minimax_m2``, ``deepseek_v32`` and ``xml_tools`` XML key/value
 ones (``xml_tools``: every value is text, triggers are ``<NAME>`` per tool);
+``granite4``, ``granite-20b-fc``, ``ernie45``, ``longcat`` (one JSON envelope per
+call), ``granite``, ``hunyuan_a13b``, ``jamba``, ``apriel``, ``nemotron``,
+``xlam`` (the bare array), ``phi4_mini_json``, ``firefunction_v2``
+and ``apertus`` (``{"NAME": {...}}`` elements) one JSON array of calls
+(``gigachat3`` has none: GigaChat 3 and 3.1 frame a call differently);
 ``pythonic`` and ``llama4_pythonic`` keyword arguments (string, integer,
 number, boolean and null parameters only; Lark grammar only, XGrammar has no
 such style). A registered dialect without a layout raises
@@ -290,6 +295,106 @@ def _pythonic_call(t: ToolSpec) -> _Call:
 
 
 _LAYOUTS: dict[str, _Layout] = {
+    # json_array_family: JSON envelopes, per call or as one JSON array of calls.
+    "granite": _Layout(
+        call=_json_env("", "", "arguments"),
+        trigger="<|tool_call|>",
+        prefix="<|tool_call|>[",
+        suffix="]",
+        separator=", ",
+        atomic=("<|tool_call|>",),
+    ),
+    "granite4": _Layout(
+        call=_json_env("<tool_call>\n", "\n</tool_call>", "arguments"),
+        trigger="<tool_call>",
+        separator="\n",
+        atomic=("<tool_call>", "</tool_call>"),  # special tokens of Granite 4.0 (vLLM keeps specials for them)
+        legacy=True,
+    ),
+    "granite-20b-fc": _Layout(
+        call=_json_env("<function_call> ", "", "arguments"),
+        trigger="<function_call>",
+        separator="\n",
+        legacy=True,
+    ),
+    "ernie45": _Layout(
+        call=_json_env("<tool_call>\n", "\n</tool_call>\n", "arguments"),
+        trigger="<tool_call>",
+        atomic=("<tool_call>", "</tool_call>"),
+        legacy=True,
+    ),
+    "longcat": _Layout(
+        call=_json_env("<longcat_tool_call>", "</longcat_tool_call>", "arguments"),
+        trigger="<longcat_tool_call>",
+        separator="\n",
+        legacy=True,
+    ),
+    **{
+        name: _Layout(
+            call=_json_env("", "", "arguments"),
+            trigger=opener,
+            prefix=opener + "[",
+            suffix="]" + closer,
+            separator=", ",
+            atomic=atomic,
+        )
+        for name, opener, closer, atomic in (
+            ("hunyuan_a13b", "<tool_calls>", "</tool_calls>", ()),
+            ("jamba", "<tool_calls>", "</tool_calls>", ("<tool_calls>", "</tool_calls>")),
+            ("apriel", "<tool_calls>", "</tool_calls>", ()),
+            ("nemotron", "<TOOLCALL>", "</TOOLCALL>", ()),
+            ("phi4_mini_json", "functools", "", ()),
+            ("firefunction_v2", "functools", "", ()),
+        )
+    },
+    "xlam": _Layout(  # xLAM-2 writes the bare array (its other framings are parsed, not generated)
+        call=_json_env("", "", "arguments"),
+        trigger="[",
+        prefix="[",
+        suffix="]",
+        separator=", ",
+    ),
+    "apertus": _Layout(
+        call=lambda t: _Call("{" + _js(t.name) + ": ", (_Json(_params(t)),), "}"),
+        trigger="<|tools_prefix|>",
+        prefix="<|tools_prefix|>[",
+        suffix="]<|tools_suffix|>",
+        separator=", ",
+    ),
+    # more_tool_families: layouts of the drivers they reuse, with their own markers.
+    "step3p5": _Layout(
+        call=_xml(lambda n: f"<tool_call>\n<function={n}>\n", "</function>\n</tool_call>", _QWEN_XML, "step3p5"),
+        trigger="<tool_call>",
+        separator="\n",
+        atomic=("<tool_call>", "</tool_call>"),  # as in Qwen3-Coder, whose format Step-3.5 writes (unverified)
+    ),
+    "ling3": _Layout(
+        call=_xml(lambda n: f"<tool_call>{n}\n", "</tool_call>", _GLM45_XML, "ling3"),
+        trigger="<tool_call>",
+        separator="\n",
+        atomic=("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),  # as GLM (unverified)
+    ),
+    "deepseek_v4": _Layout(
+        call=_xml(lambda n: f'<{_DSML}invoke name="{n}">\n', f"</{_DSML}invoke>\n", _DSML_XML, "deepseek_v4"),
+        trigger=f"<{_DSML}tool_calls>",
+        prefix=f"<{_DSML}tool_calls>\n",
+        suffix=f"</{_DSML}tool_calls>",
+    ),
+    "lfm2": _Layout(
+        call=_pythonic_call,
+        trigger="<|tool_call_start|>",
+        prefix="<|tool_call_start|>[",
+        suffix="]<|tool_call_end|>",
+        separator=", ",
+        atomic=("<|tool_call_start|>", "<|tool_call_end|>"),
+    ),
+    "olmo3": _Layout(
+        call=_pythonic_call,
+        trigger="<function_calls>",
+        prefix="<function_calls>",
+        suffix="</function_calls>",
+        separator="\n",
+    ),
     "hermes": _Layout(
         call=_json_env("<tool_call>\n", "\n</tool_call>", "arguments"),
         trigger="<tool_call>",

@@ -13,6 +13,14 @@ A subclass implements :meth:`feed_tool_block` (the contract is
 consume from ``start``, :meth:`emit` events at structural points,
 :meth:`hold` at the end of the call, :meth:`finish_block` when the block is
 over, :meth:`abort` when it cannot go on.
+
+Insignificant whitespace inside a named call (between arguments or
+parameters) is uncommitted like any other text, but a run of it longer than
+:data:`BLANK_RUN_MAX` characters is attributed to the current call as it is
+read (:meth:`blank_run`), so a parser holds at most that much of it. The rule
+depends only on the run's length, counted across chunks: on every chunking
+the text through the end of such a run is raw text of the same call, and
+only the number of events it is split into differs.
 """
 
 from __future__ import annotations
@@ -20,7 +28,10 @@ from __future__ import annotations
 from ..items import ToolDelta
 from .spec import ToolParserContext
 
-__all__ = ("ToolParserBase",)
+__all__ = ("BLANK_RUN_MAX", "ToolParserBase")
+
+BLANK_RUN_MAX = 256
+"""A longer run of whitespace inside a named call is attributed to the call as it is read."""
 
 
 class ToolParserBase:
@@ -31,7 +42,9 @@ class ToolParserBase:
         named: the current call's name was emitted.
     """
 
-    __slots__ = ("done", "named", "ctx", "call", "_text", "_raw_from", "_uncommitted")
+    __slots__ = (
+        "done", "named", "ctx", "call", "_text", "_raw_from", "_uncommitted", "_feed_start", "_blank_run", "_blank_end",
+    )
 
     def __init__(self, ctx: ToolParserContext) -> None:
         self.done = False
@@ -41,6 +54,9 @@ class ToolParserBase:
         self._text = ""
         self._raw_from = 0
         self._uncommitted: list[str] = []
+        self._feed_start = 0
+        self._blank_run = 0  # length of the whitespace run that ended the previous feed
+        self._blank_end = -1  # where the last blank run of this feed ended
 
     # -- to override ------------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
@@ -52,6 +68,8 @@ class ToolParserBase:
         """Start a feed call over ``text`` from ``start``."""
         self._text = text
         self._raw_from = start
+        self._feed_start = start
+        self._blank_end = -1
 
     def new_call(self) -> int:
         """Start the next call of this block; returns its response-wide number."""
@@ -79,8 +97,26 @@ class ToolParserBase:
         """Emit an arguments fragment whose raw text was attributed already (or is ``args`` itself)."""
         out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=args))
 
+    def blank_run(self, out: list[object], pos: int, end: int) -> None:
+        """Whitespace ``text[pos:end]`` was skipped; a run over :data:`BLANK_RUN_MAX` is attributed now.
+
+        Call it after every skip of whitespace inside a named call (and at
+        least whenever ``pos`` is the feed's start, where a run may continue
+        the previous feed's). A run that ends the feed continues in the next
+        one (the caller re-feeds from the position returned).
+        """
+        run = end - pos
+        if pos == self._feed_start:
+            run += self._blank_run
+        self._blank_run = run
+        self._blank_end = end
+        if run > BLANK_RUN_MAX and self.named and (self._uncommitted or end > self._raw_from):
+            self.emit(out, end)
+
     def hold(self, pos: int) -> None:
         """Keep the text consumed up to ``pos`` as uncommitted (call at the end of a feed)."""
+        if pos != self._blank_end:
+            self._blank_run = 0  # the feed did not end inside a whitespace run
         if pos > self._raw_from:
             self._uncommitted.append(self._text[self._raw_from : pos])
             self._raw_from = pos
@@ -103,6 +139,12 @@ class ToolParserBase:
         if raw or not self.named:
             out.append(ToolDelta(call=self.call, channel=self.ctx.channel, raw=raw, abort=True))
         return self.finish_block(pos)
+
+    def surface(self, out: list[object], pos: int) -> None:
+        """Surface the uncommitted text up to ``pos`` as text now; the block goes on (an unnamed call only)."""
+        raw = self._take(pos)
+        if raw:
+            out.append(ToolDelta(call=self.call, channel=self.ctx.channel, raw=raw, abort=True))
 
     def finish_block(self, pos: int) -> int:
         """Mark the block over at ``pos``; returns ``pos``."""

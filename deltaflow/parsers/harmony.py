@@ -35,11 +35,17 @@ through). Rules, decided when a header reaches ``<|message|>``:
 * A message ends at a terminator, or without one where the next header
   begins (``<|start|>`` or ``<|channel|>``); ``<|message|>`` and
   ``<|constrain|>`` inside a body are body text.
-* A header is a few words (``_part_ok``). A header that cannot be one, that
-  meets a terminator before ``<|message|>`` or that the output ends in is
-  surfaced verbatim as content. A repeated ``<|channel|>`` replaces the
-  channel part and a ``<|start|>`` inside a header restarts it: the earlier
-  message-less fragment is protocol text and is dropped (llama.cpp ignores
+* A header is a few words (``_part_ok``), each part at most ``_MAX_PART``
+  (256) characters. A header that cannot be one is surfaced verbatim as
+  content with the rest of its message (later header parts,
+  ``<|message|>``, the body and its terminator; a ``<|start|>`` begins the
+  next header), so none of its markers is dropped; so is text after a
+  message whose first 256 characters could begin a lost header (not only
+  blanks) but that runs longer. A header that meets a terminator before
+  ``<|message|>`` or that the output ends in is surfaced verbatim as
+  content. A repeated ``<|channel|>`` replaces the channel part and a
+  ``<|start|>`` inside a header restarts it: the earlier message-less
+  fragment is protocol text and is dropped (llama.cpp ignores
   ``<|channel|>commentary to=assistant`` before the real header).
 * After a message (and at the output start), text made only of header words
   (``assistant``, a channel name, ``to=RECIPIENT``) is a header whose
@@ -122,7 +128,7 @@ _WORD = re.compile(r"[\w.:/@=+\-]+")
 _TO = "to="
 
 # Router states.
-_HEADER, _BODY, _CALL, _STRAY = range(4)
+_HEADER, _BODY, _CALL, _STRAY, _BAD_HEADER = range(5)
 
 # Call body states.
 _PRE, _ARGS, _POST, _BROKEN = range(4)
@@ -160,6 +166,19 @@ def _part_ok(text: str, start: int, end: int, kind: int, complete: bool) -> bool
         if to > 1 or plain > limit:
             return False
     return True
+
+
+def _long_part(text: str, start: int, end: int, kind: int) -> bool:
+    """Whether ``text[start:end]`` failed only by its length: its first ``_MAX_PART`` characters could begin a part.
+
+    A lost role part made only of blanks is not a header cut short (it is text between messages).
+    """
+    if end - start <= _MAX_PART:
+        return False
+    cut = start + _MAX_PART
+    if kind == _LOST_ROLE and text[start:cut].isspace():
+        return False
+    return _part_ok(text, start, cut, kind, False)
 
 
 def _words(part: str) -> tuple[list[str], str | None]:
@@ -561,6 +580,38 @@ class HarmonyRouter:
                     pos = i
                 self._between(pos)
                 continue
+            if st == _BAD_HEADER:
+                # The rest of a header that cannot be one is text: its further parts, its
+                # <|message|> and then its body (surfaced like a built-in tool's message), or a
+                # terminator; a <|start|> begins the next header.
+                m = _MARKER_RE.search(text, pos)
+                if m is None:
+                    k = 0 if final else self._hb.held(text, pos)
+                    if n - k > pos:
+                        out.append(ChannelText(content, text[pos : n - k]))
+                    if final:
+                        self._between(n)
+                    else:
+                        self._hold(text, n - k, n - k)
+                    return out
+                mk = m.group()
+                if mk == START:
+                    if m.start() > pos:
+                        out.append(ChannelText(content, text[pos : m.start()]))
+                    pos = m.start()
+                    self._between(pos)
+                    continue
+                out.append(ChannelText(content, text[pos : m.end()]))
+                pos = m.end()
+                if mk == MESSAGE:
+                    self._state = _BODY
+                    self._route_ch = content
+                    self._route_raw = True
+                    self._route_content = False
+                    self._first = True
+                elif mk in _TERMINATORS:
+                    self._between(pos)
+                continue
             if st == _STRAY:
                 m = _MARKER_RE.search(text, pos)
                 if m is None:
@@ -593,12 +644,13 @@ class HarmonyRouter:
                 limit = n if final else n - self._hb.held(text, pos)
             hs = self._hdr_start
             if not _part_ok(text, self._part_start, limit, self._part, m is not None or final):
-                if self._part == _LOST_ROLE:  # not a lost header: stray text
+                if self._part == _LOST_ROLE and not _long_part(text, self._part_start, limit, self._part):
+                    # not a lost header: stray text
                     self._state = _STRAY
                     pos = hs
-                else:  # not a header: surfaced verbatim, the rest of its text too
+                else:  # not a header: surfaced verbatim, the rest of its message too
                     out.append(ChannelText(content, text[hs:limit]))
-                    self._state = _STRAY
+                    self._state = _BAD_HEADER
                     pos = limit
                 continue
             if m is None:

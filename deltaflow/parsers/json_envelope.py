@@ -2,7 +2,12 @@
 
 Covers Hermes/Qwen (``<tool_call>``), InternLM (``<|action_start|><|plugin|>``,
 field ``parameters``) and Llama 3 JSON (optional ``<|python_tag|>``, calls
-joined by ``;``). Facts: shared/dialects.md sections 1-3.
+joined by ``;``). Facts: shared/dialects.md sections 1-3. Declared options
+also cover the JSON-array family (section 14: Granite, Hunyuan, Jamba,
+xLAM, Nemotron, ...): ``OPEN [{call}, {call}, ...] CLOSE`` with one call per
+array element (``array=True``), objects keyed by the function name
+(``{"NAME": {args}}``, ``name_keyed=True``), and several accepted
+(opener, closer) pairs (``variants``).
 
 Rules of this driver:
 
@@ -23,6 +28,11 @@ Rules of this driver:
   surfaced by the later stages. Text the call cannot use is surfaced too.
 * Malformed JSON ends the block at the offending character: a named call is
   closed, the rest of the block goes back to the caller as text.
+* Array form: each element is one call, numbered when its ``{`` (or the
+  ``,`` before it) is read; the ``,`` and blanks between elements are raw
+  text of the next call, the ``]`` and the closer raw text of the last one.
+  An element that is not an object, or an array cut short, ends the block
+  there (complete calls stay emitted, the rest is surfaced).
 """
 
 from __future__ import annotations
@@ -41,9 +51,10 @@ __all__ = ("JsonEnvelopeParser", "JsonEnvelopeSpec")
 _decode = decode_json_string
 
 # Parser states.
-_OPEN, _PRE, _KEY0, _KEY, _KEYSTR, _COLON, _VAL, _NAME, _ARGS, _ARGSTR, _SKIP, _AFTER, _POST, _DONE = range(14)
+(_OPEN, _PRE, _KEY0, _KEY, _KEYSTR, _COLON, _VAL, _NAME, _ARGS, _ARGSTR, _SKIP, _AFTER, _POST, _DONE,
+ _ARRAY, _ELEM_AFTER, _TRAIL) = range(17)
 # States whose input may begin with insignificant whitespace.
-_WS_FIRST = frozenset((_OPEN, _PRE, _KEY0, _KEY, _COLON, _VAL, _AFTER))
+_WS_FIRST = frozenset((_OPEN, _PRE, _KEY0, _KEY, _COLON, _VAL, _AFTER, _ARRAY))
 
 
 @dataclass(frozen=True)
@@ -55,8 +66,19 @@ class JsonEnvelopeSpec:
         close: the marker after the object, or None (the object ends the call).
         args_fields: keys holding the arguments, in order of preference.
         name_field: key holding the function name.
-        bare_object: a block may also start directly with ``{`` (no opener).
+        bare_object: a block may also start directly with its value (no
+            opener): ``{``, or ``[`` when ``array`` is set.
         separator: a character joining several calls in one block (``;``).
+        array: the opener is followed by a JSON array whose elements are the
+            envelope objects, one call each (``<tool_calls>[{...}, {...}]</tool_calls>``).
+        name_keyed: an envelope object is ``{"NAME": ARGS}`` (its one key is the
+            function name, its value the arguments); ``name_field`` and
+            ``args_fields`` are then unused.
+        variants: other ``(opener sequence, closer)`` pairs accepted instead of
+            ``open`` / ``close`` (e.g. Granite's ``<|tool_call|>`` and
+            ``<tool_call>``); the closer is the one paired with the opener read.
+        trailing_blanks: blanks right after the closer are framing, consumed
+            with the call (ERNIE's template ends each call with a newline).
     """
 
     open: tuple[str, ...]
@@ -65,6 +87,33 @@ class JsonEnvelopeSpec:
     name_field: str = "name"
     bare_object: bool = False
     separator: str | None = None
+    array: bool = False
+    name_keyed: bool = False
+    variants: tuple[tuple[tuple[str, ...], str | None], ...] = ()
+    trailing_blanks: bool = False
+
+    def envelopes(self) -> tuple[tuple[tuple[str, ...], str | None], ...]:
+        """Every accepted ``(opener sequence, closer)`` pair, ``open`` / ``close`` first."""
+        return ((self.open, self.close), *self.variants)
+
+    def openers(self) -> tuple[str, ...]:
+        """The first marker of every opener sequence (what opens a block), without duplicates.
+
+        A marker that starts with another opener is left out: finding the
+        shorter one opens the block, and the parser then reads the longest
+        opener that matches (```` ``` ```` covers ```` ```json ````).
+        """
+        firsts = tuple(dict.fromkeys(seq[0] for seq, _ in self.envelopes()))
+        return tuple(m for m in firsts if not any(o != m and m.startswith(o) for o in firsts))
+
+    def markers(self) -> tuple[str, ...]:
+        """Every marker of the format: openers and closers, without duplicates."""
+        found: list[str] = []
+        for seq, close in self.envelopes():
+            found.extend(seq)
+            if close:
+                found.append(close)
+        return tuple(dict.fromkeys(found))
 
 
 class JsonEnvelopeParser:
@@ -73,7 +122,7 @@ class JsonEnvelopeParser:
     __slots__ = (
         "done", "_ctx", "_spec", "_state", "_call", "_named", "_name_key", "_args_key",
         "_scan", "_key_parts", "_val_parts", "_pending", "_emit_from", "_raw_from", "_uncommitted",
-        "_open_idx", "_args_started", "_args_done", "_text",
+        "_open_idx", "_args_started", "_args_done", "_text", "_envelopes", "_open_seq", "_close",
     )
 
     def __init__(self, ctx: ToolParserContext, spec: JsonEnvelopeSpec) -> None:
@@ -82,6 +131,9 @@ class JsonEnvelopeParser:
         self._spec = spec
         self._state = _OPEN
         self._open_idx = 0
+        self._envelopes = spec.envelopes()
+        self._open_seq = spec.open
+        self._close = spec.close
         self._text = ""
         self._raw_from = 0
         self._new_call()
@@ -107,7 +159,7 @@ class JsonEnvelopeParser:
     @property
     def complete(self) -> bool:
         """The call is complete; only an optional closer or separator may follow."""
-        return self._state == _POST
+        return self._state == _POST or self._state == _TRAIL
 
     # -- emission helpers ---------------------------------------------------
     def _emit(self, out: list[object], pos: int, *, name: str | None = None, args: str = "",
@@ -169,25 +221,57 @@ class JsonEnvelopeParser:
                 if more:
                     continue
                 return pos
+            if st == _TRAIL:
+                # Blanks after the closer: every one of them is raw text of the call whatever the
+                # chunking, so they are attributed as they come, until something else (or the end).
+                pos = skip_json_ws(text, pos)
+                if pos > self._raw_from:
+                    self._emit_raw(out, pos)
+                if pos >= n and not final:
+                    return pos
+                return self._finish_block(pos)
+            if st == _ELEM_AFTER:
+                pos, more = self._elem_after(text, pos, out, final)
+                if more:
+                    continue
+                return pos
             if st in _WS_FIRST:
                 pos = skip_json_ws(text, pos)
             if pos >= n:
                 return pos
             c = text[pos]
             if st == _OPEN:
-                if self._open_idx == 0 and spec.bare_object and c == "{":
-                    self._state = _PRE
-                    continue
-                marker = spec.open[self._open_idx]
-                if text.startswith(marker, pos):
-                    pos += len(marker)
-                    self._open_idx += 1
-                    if self._open_idx == len(spec.open):
-                        self._state = _PRE
-                    continue
-                if not final and marker.startswith(text[pos:]):
-                    return pos  # a partial marker: held by the caller
-                return self._malformed(out, pos)
+                if self._open_idx == 0:
+                    chosen = self._choose_opener(text, pos, final)
+                    if chosen is None:
+                        return pos  # a partial marker that may still become a (longer) opener
+                    if chosen:
+                        pos += len(self._open_seq[0])
+                        self._open_idx = 1
+                    elif spec.bare_object and c == ("[" if spec.array else "{"):
+                        self._close = None  # a bare value has no closer
+                        self._state = _ARRAY if spec.array else _PRE
+                        continue
+                    else:
+                        return self._malformed(out, pos)
+                else:
+                    marker = self._open_seq[self._open_idx]
+                    if text.startswith(marker, pos):
+                        pos += len(marker)
+                        self._open_idx += 1
+                    elif not final and marker.startswith(text[pos:]):
+                        return pos  # a partial marker: held by the caller
+                    else:
+                        return self._malformed(out, pos)
+                if self._open_idx == len(self._open_seq):
+                    self._state = _ARRAY if spec.array else _PRE
+                continue
+            if st == _ARRAY:
+                if c != "[":
+                    return self._malformed(out, pos)
+                pos += 1
+                self._state = _PRE
+                continue
             if st == _PRE:
                 if c != "{":
                     return self._malformed(out, pos)
@@ -216,8 +300,17 @@ class JsonEnvelopeParser:
                 source = "".join(parts)
                 if st == _KEYSTR:
                     key = _decode(source)
-                    self._name_key = key == spec.name_field and not self._named
-                    self._args_key = key in spec.args_fields and not self._args_started
+                    if spec.name_keyed:
+                        # {"NAME": ARGS}: the one key is the name, announced as soon as it is read.
+                        if not key or has_surrogate(key):
+                            return self._malformed(out, pos)
+                        self._named = True
+                        self._emit(out, pos, name=key)
+                        self._name_key = False
+                        self._args_key = True
+                    else:
+                        self._name_key = key == spec.name_field and not self._named
+                        self._args_key = key in spec.args_fields and not self._args_started
                     self._state = _COLON
                 elif st == _NAME:
                     name = _decode(source)
@@ -288,7 +381,7 @@ class JsonEnvelopeParser:
                 self._emit(out, pos)  # a complete member: commit its text to the call
                 self._state = _AFTER
             elif st == _AFTER:
-                if c == ",":
+                if c == "," and not spec.name_keyed:
                     pos += 1
                     self._state = _KEY
                 elif c == "}":
@@ -309,8 +402,54 @@ class JsonEnvelopeParser:
             self._emit(out, pos, args="{}", end=True)
         else:
             self._emit(out, pos, end=True)
-        self._state = _POST
+        self._state = _ELEM_AFTER if self._spec.array else _POST
         return True
+
+    def _choose_opener(self, text: str, pos: int, final: bool) -> bool | None:
+        """Pick the envelope whose opener starts at ``pos`` (the longest one).
+
+        Returns True when one was chosen (``_open_seq`` / ``_close`` set), False
+        when none starts there, None when the text there is a proper prefix of
+        an opener longer than what matched (more text is needed to decide).
+        """
+        best: tuple[tuple[str, ...], str | None] | None = None
+        rest = len(text) - pos
+        for seq, close in self._envelopes:
+            marker = seq[0]
+            if text.startswith(marker, pos):
+                if best is None or len(marker) > len(best[0][0]):
+                    best = (seq, close)
+            elif not final and len(marker) > rest and marker.startswith(text[pos:]):
+                return None
+        if best is None:
+            return False
+        self._open_seq, self._close = best
+        return True
+
+    def _elem_after(self, text: str, pos: int, out: list[object], final: bool) -> tuple[int, bool]:
+        """After an array element: ``,`` and the next call, or ``]`` and the closer.
+
+        Returns ``(pos, more)``; ``more`` is True when parsing goes on at ``pos``.
+        Blanks are not consumed until it is known what follows them.
+        """
+        n = len(text)
+        ws_end = skip_json_ws(text, pos)
+        if ws_end >= n:
+            if final:  # the array was cut short after a complete call
+                return self._finish_block(pos), False
+            return pos, False
+        c = text[ws_end]
+        if c == ",":
+            # Another call; the blanks and the comma are raw text of the new call.
+            self._new_call()
+            self._raw_from = pos
+            self._state = _PRE
+            return ws_end + 1, True
+        if c == "]":
+            self._emit(out, ws_end + 1)  # the array's end is raw text of the last call
+            self._state = _POST
+            return ws_end + 1, True
+        return self._finish_block(pos), False
 
     def _post(self, text: str, pos: int, out: list[object], final: bool) -> tuple[int, bool]:
         """After the object: an optional closer, or a separator and another call.
@@ -321,13 +460,17 @@ class JsonEnvelopeParser:
         spec = self._spec
         n = len(text)
         ws_end = skip_json_ws(text, pos)
-        if spec.close is not None:
-            if text.startswith(spec.close, ws_end):
-                end = ws_end + len(spec.close)
+        close = self._close
+        if close is not None:
+            if text.startswith(close, ws_end):
+                end = ws_end + len(close)
                 self._emit_raw(out, end)
+                if spec.trailing_blanks:
+                    self._state = _TRAIL
+                    return end, True
                 return self._finish_block(end), False
             rest = text[ws_end:]
-            if spec.close.startswith(rest):  # whitespace, or a partial closer
+            if close.startswith(rest):  # whitespace, or a partial closer
                 if not final:
                     return pos, False  # held by the caller
                 if rest:  # a closer cut short at the very end belongs to the call

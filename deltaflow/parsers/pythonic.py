@@ -33,12 +33,26 @@ Rules of this driver:
   surfaced as content. ``final=True`` completes a named call the same way.
 * Text after the list (and after an optional ``<|python_end|>``) is not
   consumed: it is content.
+* Options for dialects that reuse this driver (all off by default): other
+  wrapper markers (``start`` / ``end``, e.g. LFM2's ``<|tool_call_start|>``),
+  calls without the list brackets (``bracketed=False``: OLMo 3 writes
+  newline-separated calls between ``<function_calls>`` tags; the ``end``
+  marker then closes the block), another value converter (``convert``) and
+  the nested-quote rule (``nested_quotes``: a quote that would close a
+  string is a closing quote only when the next non-blank character is one
+  of ``, ) ] } :`` (and a ``)`` ending the call is followed by ``,`` or
+  ``]``); otherwise it is part of the string, as vLLM's lfm2 recovery reads
+  ``'sed -n '1,9p' f.py'``; such a quote is held until those characters
+  arrive).
 
 Stable-prefix guarantee: held back are a partial ``<|python_start|>`` or
 ``<|python_end|>`` at a chunk end, a call or keyword name until the
 character after it, and one keyword value's source until the value ends
 (values that need whole conversion are held whole; a long string value is
 emitted when its closing quote and the following ``,`` or ``)`` arrive).
+Whitespace between the elements of a named call (or after it) is held only
+up to ``BLANK_RUN_MAX`` (256) characters of one run: a longer run becomes raw
+text of that call as it is read.
 """
 
 from __future__ import annotations
@@ -46,6 +60,8 @@ from __future__ import annotations
 import ast
 import json
 import re
+
+from collections.abc import Callable
 
 from .._core.text import skip_space
 from .base import ToolParserBase
@@ -72,6 +88,9 @@ _STR_STOP = {
     '"""': re.compile(r'\\|"""'),
 }
 _CLOSER = {"[": "]", "(": ")", "{": "}"}
+# With nested_quotes: what may follow a closing quote (after blanks).
+_AFTER_STRING = frozenset(",)]}:")
+_QUOTE_LOOKAHEAD = 64
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 # Parser states.
@@ -112,12 +131,35 @@ class PythonicToolParser(ToolParserBase):
 
     Args:
         ctx: the block's context (channel, call numbering, tools).
+        start: the optional wrapper opener (Llama 4's ``<|python_start|>``).
+        end: the optional wrapper closer after the list.
+        bracketed: the calls are a list literal; False: calls follow ``start``
+            directly, separated by blanks (or commas), and ``end`` closes them.
+        convert: converts one keyword value's source to JSON text (None: not a literal).
+        nested_quotes: apply the nested-quote rule (see the module docstring).
     """
 
-    __slots__ = ("_state", "_parts", "_stack", "_quote", "_kw_key", "_kw_count", "_call_done")
+    __slots__ = (
+        "_state", "_parts", "_stack", "_quote", "_kw_key", "_kw_count", "_call_done",
+        "_start", "_end", "_bracketed", "_convert", "_nested_quotes",
+    )
 
-    def __init__(self, ctx: ToolParserContext) -> None:
+    def __init__(
+        self,
+        ctx: ToolParserContext,
+        *,
+        start: str = PYTHON_START,
+        end: str = PYTHON_END,
+        bracketed: bool = True,
+        convert: Callable[[str], str | None] = literal_to_json,
+        nested_quotes: bool = False,
+    ) -> None:
         super().__init__(ctx)
+        self._start = start
+        self._end = end
+        self._bracketed = bracketed
+        self._convert = convert
+        self._nested_quotes = nested_quotes
         self._state = _OPEN
         self._parts: list[str] = []
         self._stack: list[str] = []
@@ -165,7 +207,10 @@ class PythonicToolParser(ToolParserBase):
         while True:
             st = self._state
             if st in _WS_FIRST:
-                pos = skip_space(text, pos)
+                p = skip_space(text, pos)
+                if p != pos or pos == self._feed_start:
+                    self.blank_run(out, pos, p)  # a long run inside a named call is raw text of it now
+                pos = p
             if st == _DONE:  # pragma: no cover - a finished block is not fed again
                 return pos
             if st == _POST:
@@ -174,12 +219,12 @@ class PythonicToolParser(ToolParserBase):
                 return pos
             c = text[pos]
             if st == _OPEN:
-                if text.startswith(PYTHON_START, pos):
-                    pos += len(PYTHON_START)
-                    self._state = _LIST
+                if text.startswith(self._start, pos):
+                    pos += len(self._start)
+                    self._state = _LIST if self._bracketed else _FIRST
                 elif c == "[":
                     self._state = _LIST
-                elif not final and n - pos < len(PYTHON_START) and PYTHON_START.startswith(text[pos:]):
+                elif not final and n - pos < len(self._start) and self._start.startswith(text[pos:]):
                     return pos
                 else:  # pragma: no cover - the feeder opens a block only at an opener
                     return self._fail(out, pos)
@@ -189,7 +234,7 @@ class PythonicToolParser(ToolParserBase):
                 pos += 1
                 self._state = _FIRST
             elif st == _FIRST or st == _NEXT:
-                if st == _NEXT and c == "]":
+                if st == _NEXT and c == "]" and self._bracketed:
                     pos += 1  # a trailing comma before the closing bracket
                     self.emit(out, pos, end=True)
                     self._state = _POST
@@ -256,6 +301,17 @@ class PythonicToolParser(ToolParserBase):
                     pos += 1
                     self._end_call(out, pos)
             elif st == _AFTER_CALL:
+                if not self._bracketed and c != ",":
+                    if text.startswith(self._end, pos):
+                        pos += len(self._end)
+                        self.emit(out, pos, end=True)  # the closer: raw text of the last call
+                        return self._finish(pos)
+                    if _IDENT_START.match(c):
+                        self._state = _NEXT  # the next call of a bracketless block
+                        continue
+                    if not final and n - pos < len(self._end) and self._end.startswith(text[pos:]):
+                        return pos  # a partial closer: held by the caller
+                    return self._fail(out, pos)
                 if c == ",":
                     pos += 1
                     self._state = _NEXT
@@ -270,7 +326,7 @@ class PythonicToolParser(ToolParserBase):
 
     def _emit_value(self, out: list[object], pos: int) -> bool:
         """Convert the keyword value read so far and emit it as one member; False if it is not a literal."""
-        value = literal_to_json("".join(self._parts))
+        value = self._convert("".join(self._parts))
         if value is None:
             return False
         lead = ", " if self._kw_count else "{"
@@ -287,14 +343,41 @@ class PythonicToolParser(ToolParserBase):
     def _post(self, text: str, pos: int, out: list[object], final: bool) -> int:
         """After the list: an optional ``<|python_end|>``, then the block is over."""
         p = skip_space(text, pos)
-        if text.startswith(PYTHON_END, p):
-            end = p + len(PYTHON_END)
+        closer = self._end
+        if text.startswith(closer, p):
+            end = p + len(closer)
             self.emit(out, end, end=True)
             return self._finish(end)
         rest = len(text) - p
-        if not final and rest < len(PYTHON_END) and PYTHON_END.startswith(text[p:]):
+        if not final and rest < len(closer) and closer.startswith(text[p:]):
             return pos  # whitespace or a partial closer: wait (the caller holds it)
         return self._finish(pos)
+
+    def _quote_closes(self, text: str, i: int, final: bool) -> bool | None:
+        """Nested-quote rule: does the quote at ``i`` close its string? None: not known yet.
+
+        It closes when the next non-blank character is one of ``, ) ] } :``,
+        and, for a ``)`` that would end the call, the one after that may follow
+        a call (``,`` or ``]`` in a list, anything without brackets). A run of
+        more than ``_QUOTE_LOOKAHEAD`` blanks closes it too, so at most that
+        much is held.
+        """
+        n = len(text)
+        j = skip_space(text, i + 1)
+        if j - i > _QUOTE_LOOKAHEAD:
+            return True
+        if j >= n:
+            return None if not final else True
+        if text[j] not in _AFTER_STRING:
+            return False
+        if text[j] != ")" or self._stack or not self._bracketed:
+            return True
+        k = skip_space(text, j + 1)
+        if k - j > _QUOTE_LOOKAHEAD:
+            return True
+        if k >= n:
+            return None if not final else True
+        return text[k] in ",]"
 
     def _scan_value(self, text: str, pos: int, final: bool) -> tuple[int, int]:
         """Advance over one keyword value's source; returns ``(pos, outcome)``.
@@ -325,6 +408,15 @@ class PythonicToolParser(ToolParserBase):
                     parts.append(text[pos : i + 2])
                     pos = i + 2
                     continue
+                if self._nested_quotes and len(quote) == 1:
+                    closes = self._quote_closes(text, i, final)
+                    if closes is None:
+                        parts.append(text[pos:i])
+                        return i, _MORE  # what follows the quote decides whether it closes
+                    if not closes:
+                        parts.append(text[pos:i] + "\\" + quote)  # a quote inside the string
+                        pos = i + 1
+                        continue
                 parts.append(text[pos : m.end()])
                 pos = m.end()
                 self._quote = ""

@@ -42,6 +42,19 @@ class ReasoningSpec:
         default_enabled: whether reasoning is split when ``enable_thinking``
             is None (False for hybrid models whose thinking is off unless
             requested, e.g. DeepSeek-V3.1).
+        start_labels: labels that may follow the start marker (Gemma 4's
+            ``thought``/``thought\n`` after ``<|channel>``): the longest one
+            found right after a consumed start marker is dropped.
+        content_wrap: ``(opener, closer)`` tags around the content (Hunyuan's
+            ``<answer>``/``</answer>``): when the opener is the first non-blank
+            content (after at most ``len(opener)`` blank characters, which are
+            dropped with it), it is dropped, and so is the first closer after it.
+        content_lstrip_newlines: drop the newlines right after the end marker
+            (Granite 4.2's template newline).
+        reentrant: the markers are special tokens that are never text (Gemma 4's
+            channel tokens): a start marker in the content opens another
+            reasoning block, a start marker inside reasoning is dropped (its
+            labels too), and an end marker outside reasoning is dropped.
     """
 
     name: str
@@ -54,6 +67,10 @@ class ReasoningSpec:
     implicit_end: tuple[str, ...] = ()
     families: tuple[str, ...] = ()
     default_enabled: bool = True
+    start_labels: tuple[str, ...] = ()
+    content_wrap: tuple[str, str] | None = None
+    content_lstrip_newlines: bool = False
+    reentrant: bool = False
 
 
 @dataclass(frozen=True)

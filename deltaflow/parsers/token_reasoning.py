@@ -11,6 +11,12 @@ one, an implicit terminator (content starts at it, e.g. GLM-4.7's
 count. A dialect whose reasoning does not start open, or a request with
 thinking disabled, has no reasoning to end: ``is_reasoning_end`` is True and
 the ids are returned unchanged.
+
+Only the markers are read: a dialect's start labels, content wrapper and
+newline stripping are text conventions of the splitter, so the content ids
+begin right after the end marker (a wrapper opener such as ERNIE's
+``<response>`` included). Reentrant dialects (Gemma 4) do not start open,
+so their blocks are not tracked on token ids.
 """
 
 from __future__ import annotations

@@ -38,17 +38,26 @@ Rules of this driver:
   name is never emitted, and a name is announced only once a tag of the
   call's body follows its header (or the output ends there), so prose after
   ``<function=x>`` or GLM's ``<tool_call>`` stays prose.
+* A call whose function header runs over ``MAX_HEADER`` characters, or,
+  when the request offers tools, over the longest offered name plus
+  ``NAME_HEADER_SLACK`` (it cannot name an offered tool), or whose name is
+  over 256 characters, is not a call: in a dialect with a call opener it is
+  surfaced as text as it arrives, up to its closer (or the next call or
+  block), and the block goes on, so the calls after it stay calls.
 * ``final=True``: a streamed string value is closed where the text ended; a
   held value is emitted only if its text converts to its typed value (a cut
   number or literal), otherwise it is surfaced; the arguments are closed.
 
 Stable-prefix guarantee: held back are a partial tag (at most the longest
 marker), one framing newline where the dialect strips it, a function or
-parameter header until its end (at most 512 characters), a call's name until
+parameter header until its end (at most 512 characters; a function header at
+most the longest offered name plus 64 when tools are offered), a call's name until
 the next tag (only whitespace may come between), and a value that may still
 be typed (a scalar of at most ``SCALAR_MAX`` characters, or an object or
-array until its end tag). Everything else is emitted at once. Consumed text
-is never scanned again.
+array until its end tag). Whitespace between a named call's elements is
+held only up to ``BLANK_RUN_MAX`` (256) characters of one run: a longer run
+becomes raw text of the call as it is read. Everything else is emitted at
+once. Consumed text is never scanned again.
 """
 
 from __future__ import annotations
@@ -83,12 +92,18 @@ __all__ = ("XmlFunctionParser", "XmlFunctionSpec")
 MAX_HEADER = 512
 """Longest function or parameter header (between its open tag and ``>``) held before it is malformed."""
 
-_NAME_OK = re.compile(r"[^\s<>\"'`\\/]{1,256}")
+NAME_HEADER_SLACK = 64
+"""When the request offers tools, a function header longer than the longest offered name plus this is no call."""
+
+_NAME_MAX = 256
+_NAME_OK = re.compile(r"[^\s<>\"'`\\/]{1,%d}" % _NAME_MAX)
 _ATTR = re.compile(r"\s*([A-Za-z_][\w:.-]*)\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'=<>`]+))")
 _BARE_NAME = re.compile(r"[^\s<>\\]*")
 
 # Parser states.
-_START, _BLOCK, _NAME, _NAME_WAIT, _BODY, _KEY, _VOPEN, _VALUE, _JSON, _AFTER, _DONE = range(11)
+_START, _BLOCK, _NAME, _NAME_WAIT, _BODY, _KEY, _VOPEN, _VALUE, _JSON, _AFTER, _DONE, _SKIP = range(12)
+# Outcomes of _header().
+_H_OK, _H_BAD, _H_LONG = range(3)
 # Values of _which(): a marker index, or one of these.
 _NONE, _NEED = -1, -2
 # Value modes.
@@ -130,6 +145,9 @@ class XmlFunctionSpec:
         open_ends_value: the next parameter's opener or the call's closer
             also ends a value (a missing value closer is tolerated; vLLM
             qwen3_coder). The block closer always ends a value.
+        fillers: markers that count as whitespace between elements (Step3's
+            per-call ``<｜tool_call_begin｜>function<｜tool_sep｜>`` and
+            ``<｜tool_call_end｜>`` around each invoke); a partial one is held.
     """
 
     block_open: str | None
@@ -149,6 +167,7 @@ class XmlFunctionSpec:
     unwrap_keys: tuple[str, ...] = ()
     literal_newline_ws: bool = False
     open_ends_value: bool = False
+    fillers: tuple[str, ...] = ()
 
     @property
     def openers(self) -> tuple[str, ...]:
@@ -182,15 +201,24 @@ class _Tables:
     value_hold: MarkerHoldback
     name_stop: re.Pattern[str]
     key_stop: re.Pattern[str]
+    skip_end: re.Pattern[str]
+    skip_hold: MarkerHoldback
 
 
 @cache
 def _tables(spec: XmlFunctionSpec) -> _Tables:
-    sep = re.compile(r"(?:[ \t\r\n]|\\n)*" if spec.literal_newline_ws else r"[ \t\r\n]*")
-    sep_markers = ("\\n",) if spec.literal_newline_ws else ()
+    sep_markers: tuple[str, ...] = ("\\n",) if spec.literal_newline_ws else ()
+    if spec.fillers:
+        sep_markers += spec.fillers
+    # Blanks are one single-character repeat (the regex engine keeps no state per character, so
+    # a long run costs no memory); the outer group repeats once per whitespace marker.
+    sep_alt = "|".join(re.escape(m) for m in sep_markers)
+    sep = re.compile(r"[ \t\r\n]*" + (r"(?:(?:" + sep_alt + r")[ \t\r\n]*)*" if sep_alt else ""))
     extra = (spec.param_open, spec.call_close) if spec.open_ends_value else ()
     ends = tuple(m for m in (spec.value_close, spec.block_close, *extra) if m)
     body = (spec.param_open, spec.call_close, spec.block_close, spec.call_open, spec.block_open)
+    # What ends a call that is not one (an over-long name): its closer, or where the next call or block begins.
+    skip = tuple(m for m in dict.fromkeys((spec.call_close, spec.call_open, spec.block_close, spec.block_open)) if m)
     return _Tables(
         sep=sep,
         sep_markers=sep_markers,
@@ -202,6 +230,8 @@ def _tables(spec: XmlFunctionSpec) -> _Tables:
         value_hold=MarkerHoldback(ends),
         name_stop=_stop_re(">", "<\n" if spec.name_style == "equals" else "<"),
         key_stop=_stop_re(spec.key_end, "<\n" if spec.key_style == "equals" else "<"),
+        skip_end=re.compile("|".join(re.escape(m) for m in sorted(skip, key=len, reverse=True)) or r"(?!)"),
+        skip_hold=MarkerHoldback(skip),
     )
 
 
@@ -246,7 +276,7 @@ class XmlFunctionParser(ToolParserBase):
     __slots__ = (
         "_spec", "_t", "_state", "_parts", "_name", "_key", "_attrs", "_plan", "_plans",
         "_nparams", "_vmode", "_vstart", "_vlead", "_vsaw", "_vscalar", "_vwhole", "_wrap", "_wrapped",
-        "_scan", "_json_pending", "_args_done",
+        "_scan", "_json_pending", "_args_done", "_name_max",
     )
 
     def __init__(self, ctx: ToolParserContext, spec: XmlFunctionSpec) -> None:
@@ -272,6 +302,9 @@ class XmlFunctionParser(ToolParserBase):
         self._scan = JsonScanner()
         self._json_pending: list[str] = []
         self._args_done = False
+        # A function header longer than this cannot name an offered tool (see NAME_HEADER_SLACK).
+        longest = max(map(len, ctx.tools), default=0) if ctx.tools else 0
+        self._name_max = min(MAX_HEADER, longest + NAME_HEADER_SLACK) if longest else MAX_HEADER
         self.new_call()
 
     @property
@@ -352,6 +385,8 @@ class XmlFunctionParser(ToolParserBase):
                 pos = p
             elif st == _BODY:
                 p = self._sep(text, pos)
+                if p != pos or pos == self._feed_start:
+                    self.blank_run(out, pos, p)  # a long run is raw text of the call now (bounded hold)
                 if p >= n and not final:
                     return p
                 c = text[p] if p < n else ""
@@ -392,6 +427,8 @@ class XmlFunctionParser(ToolParserBase):
             elif st == _VOPEN:
                 assert spec.value_open is not None
                 p = self._sep(text, pos)
+                if p != pos or pos == self._feed_start:
+                    self.blank_run(out, pos, p)
                 w = _which(text, p, (spec.value_open,) + t.sep_markers, final)
                 if w == _NEED:
                     return p
@@ -399,13 +436,17 @@ class XmlFunctionParser(ToolParserBase):
                     return self.abort(out, p, close_args=self._closer())
                 pos = p + len(spec.value_open)
                 self._begin_value(out, pos)
+            elif st == _SKIP:
+                pos, more = self._skip(text, pos, out, final)
+                if not more:
+                    return pos
             elif st == _JSON:
                 pos, more = self._json(text, pos, out, final)
                 if not more:
                     return pos
             elif st == _AFTER:
                 p = self._sep(text, pos)
-                w = _which(text, p, t.block_markers, final)
+                w = _which(text, p, t.block_markers + t.sep_markers, final)
                 if w == _NEED:
                     return pos  # whitespace and a partial tag: held by the caller
                 if w == _BL_CALL_OPEN:
@@ -414,10 +455,11 @@ class XmlFunctionParser(ToolParserBase):
                     self._begin_name()
                 elif w == _BL_BLOCK_CLOSE:
                     end = p + len(t.block_markers[w])
-                    self.emit(out, end)
+                    # The closer is raw text of the last call; after a call that is not one, text.
+                    (self.emit if self.named else self.surface)(out, end)
                     return self.finish_block(end)
                 elif final and self._cut_closer(text, p):
-                    self.emit(out, n)
+                    (self.emit if self.named else self.surface)(out, n)
                     return self.finish_block(n)
                 else:
                     return self.finish_block(pos)  # text after the block is not ours
@@ -433,25 +475,30 @@ class XmlFunctionParser(ToolParserBase):
         self._state = _NAME
 
     def _header(
-        self, text: str, pos: int, final: bool, end: str, stop: re.Pattern[str]
-    ) -> tuple[int, str | None, bool]:
-        """Read a header up to ``end``: ``(pos, header, ok)``; header None while incomplete, ok False when malformed."""
+        self, text: str, pos: int, final: bool, end: str, stop: re.Pattern[str], limit: int = MAX_HEADER
+    ) -> tuple[int, str | None, int]:
+        """Read a header up to ``end``: ``(pos, header, status)``; header None while incomplete.
+
+        ``status`` is ``_H_LONG`` as soon as the header runs over ``limit``
+        characters (whatever ends it: the same verdict on every chunking),
+        ``_H_BAD`` when it is malformed, else ``_H_OK``.
+        """
         m = stop.search(text, pos)
+        i = m.start() if m is not None else len(text)
+        if sum(map(len, self._parts)) + i - pos > limit:
+            return i, None, _H_LONG
         if m is None:
             self._parts.append(text[pos:])
-            if final or sum(map(len, self._parts)) > MAX_HEADER:
-                return len(text), None, False
-            return len(text), None, True
-        i = m.start()
+            return len(text), None, _H_BAD if final else _H_OK
         if text.startswith(end, i):
             self._parts.append(text[pos:i])
             header = "".join(self._parts)
             self._parts = []
-            return i + len(end), header, True
+            return i + len(end), header, _H_OK
         if len(end) > 1 and end.startswith(text[i:]) and not final:
             self._parts.append(text[pos:i])
-            return i, None, True
-        return i, None, False
+            return i, None, _H_OK
+        return i, None, _H_BAD
 
     def _read_name(self, text: str, pos: int, out: list[object], final: bool) -> tuple[int, bool]:
         spec = self._spec
@@ -474,8 +521,10 @@ class XmlFunctionParser(ToolParserBase):
             self._name = name
             self._state = _NAME_WAIT
             return end, True
-        end_pos, header, ok = self._header(text, pos, final, ">", self._t.name_stop)
-        if not ok:
+        end_pos, header, status = self._header(text, pos, final, ">", self._t.name_stop, self._name_max)
+        if status == _H_LONG and spec.call_open is not None:
+            return self._begin_skip(end_pos), True  # not a call; the block goes on after it
+        if status != _H_OK:
             return self.abort(out, end_pos), False
         if header is None:
             return end_pos, False
@@ -485,10 +534,31 @@ class XmlFunctionParser(ToolParserBase):
             attrs = _attrs(header)
             name = attrs.get("name", "") if attrs is not None else ""
         if not _NAME_OK.fullmatch(name):
+            if len(name) > _NAME_MAX and spec.call_open is not None:
+                return self._begin_skip(end_pos), True
             return self.abort(out, end_pos - 1), False
         self._name = name
         self._state = _NAME_WAIT
         return end_pos, True
+
+    def _begin_skip(self, pos: int) -> int:
+        """The call's name is over-long: the call is not one; surface it and go on after it."""
+        self._parts = []
+        self._state = _SKIP
+        return pos
+
+    def _skip(self, text: str, pos: int, out: list[object], final: bool) -> tuple[int, bool]:
+        """Surface the text of a call that is not one, up to its closer or the next call or block."""
+        t = self._t
+        m = t.skip_end.search(text, pos)
+        if m is None:
+            end = len(text) if final else len(text) - t.skip_hold.held(text, pos)
+            self.surface(out, end)
+            return (self.finish_block(end) if final else end), False
+        end = m.end() if m.group() == self._spec.call_close else m.start()
+        self.surface(out, end)
+        self._state = _AFTER
+        return end, True
 
     def _bind_tool(self) -> None:
         tools = self.ctx.tools
@@ -498,8 +568,8 @@ class XmlFunctionParser(ToolParserBase):
     def _read_key(self, text: str, pos: int, out: list[object], final: bool) -> tuple[int, bool]:
         spec = self._spec
         style = spec.key_style
-        end_pos, header, ok = self._header(text, pos, final, spec.key_end, self._t.key_stop)
-        if not ok:
+        end_pos, header, status = self._header(text, pos, final, spec.key_end, self._t.key_stop)
+        if status != _H_OK:
             return self.abort(out, end_pos, close_args=self._closer()), False
         if header is None:
             return end_pos, False
@@ -597,9 +667,10 @@ class XmlFunctionParser(ToolParserBase):
     def _decide(self, out: list[object], pos: int) -> None:
         """A held value that cannot be typed any more streams as a string from its first character."""
         if not self._vsaw:
+            last = self._parts[-1]
+            if not last or last.isspace():
+                return  # blank so far (each earlier part was checked when it came): no rescan
             s = "".join(self._parts).lstrip()
-            if not s:
-                return
             self._vsaw = True
             self._vscalar = s
         else:

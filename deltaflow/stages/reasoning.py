@@ -1,9 +1,12 @@
 """Reasoning splitter: model text -> ``ChannelText`` of the reasoning or content channel.
 
 Stable-prefix guarantee: text is released at once, except a chunk tail that
-could begin the start marker (only at the very beginning of the output) or
-the end marker (while reasoning). Nothing else is held, and held text is at
-most one marker long.
+could begin the start marker (only at the very beginning of the output), the
+end marker (while reasoning), a declared start label (right after a start
+marker), a content wrapper's opener with the blank before it (at the start
+of the content: at most twice the opener's length) or its closer (inside a
+wrapped content), and, for a reentrant dialect, either marker (in the
+content). Held text is bounded by these markers' lengths.
 
 Rules (shared/dialects.md section 0):
 
@@ -11,14 +14,26 @@ Rules (shared/dialects.md section 0):
   ``enable_thinking=False`` turns splitting off (everything is content).
 * A start marker that is the first non-blank text is consumed as the opening
   marker; blank text before it is reasoning. A later start marker is text.
+* Right after a consumed start marker, the longest declared start label
+  (Gemma 4's ``thought\n``) is dropped.
 * The first end marker ends reasoning; everything after it is content
   (a second end marker is content text).
 * A dialect may declare implicit terminators (GLM-4.7's ``<tool_call>``
   when ``</think>`` is missing): the first of them ends reasoning too, and
   the marker itself starts the content (so the tool call is not lost).
+* Content options: newlines right after the end marker may be dropped
+  (Granite 4.2); a content wrapper (Hunyuan's ``<answer>``...``</answer>``)
+  is dropped when its opener is the first non-blank content (after at most
+  ``len(opener)`` blank characters, dropped with it), together with the first
+  closer after it; text after the closer is content. The wrapper applies
+  with ``enable_thinking=False`` too (it is a content convention).
+* A reentrant dialect's markers are special tokens that are never text
+  (Gemma 4): a start marker in the content opens another reasoning block,
+  one inside reasoning is dropped with its label, and an end marker outside
+  reasoning is dropped.
 
 Usage: on each :class:`~deltaflow.items.ChunkEnd` the splitter counts the
-chunk's tokens that lie in the raw reasoning span (markers and any tool
+chunk's tokens that lie in a raw reasoning span (markers and any tool
 payload nested in it included) and forwards the marker with
 ``reasoning_tokens`` set.
 """
@@ -27,18 +42,28 @@ from __future__ import annotations
 
 import re
 
-
 from .._core.holdback import MarkerHoldback
+from .._core.text import skip_space
 from ..errors import StateError
 from ..items import Channel, ChannelText, ChunkEnd
 from ..parsers.spec import ReasoningSpec
-from .._core.text import skip_space
 
 __all__ = ("ReasoningSplitter",)
 
-_START, _REASONING, _CONTENT = range(3)
+# _LABEL: right after a start marker (labels); _LEAD: the start of the content
+# (newline stripping, wrapper opener); _BODY: content scanned for markers;
+# _CONTENT: content passed through.
+_START, _LABEL, _REASONING, _LEAD, _BODY, _CONTENT = range(6)
 _CONTENT_CH = Channel.CONTENT
 _REASONING_CH = Channel.REASONING
+_INF = float("inf")
+_MAX_SPANS = 32  # reasoning spans kept for one engine chunk (reentrant dialects)
+_NEWLINES = re.compile("\n*")
+
+
+def _alternation(markers: tuple[str, ...]) -> re.Pattern[str]:
+    # Longest first, so that a marker that begins another one never wins over it.
+    return re.compile("|".join(re.escape(m) for m in sorted(set(markers), key=len, reverse=True)))
 
 
 class ReasoningSplitter:
@@ -53,7 +78,9 @@ class ReasoningSplitter:
     name = "reasoning"
     __slots__ = (
         "_spec", "_mode", "_buf", "_open", "_hb_start", "_hb_end", "_finished",
-        "_in_pos", "_chunk_start", "_reasoning_until", "_end_re",
+        "_in_pos", "_chunk_start", "_spans", "_end_re", "_labels", "_reentrant",
+        "_strip_nl", "_wrap_pending", "_closing", "_hb_open", "_body_re", "_hb_body",
+        "_body_close_re", "_hb_body_close",
     )
 
     def __init__(self, spec: ReasoningSpec | None, *, enabled: bool = True, chunking: str = "any") -> None:
@@ -62,27 +89,52 @@ class ReasoningSplitter:
         self._finished = False
         self._in_pos = 0  # characters received so far
         self._chunk_start = 0  # where the current engine chunk's text began
-        if spec is None or not enabled:
+        # Raw reasoning spans [begin, end) in input positions (end infinite while inside).
+        self._spans: list[list[float]] = []
+        self._open = False
+        self._strip_nl = False
+        self._closing = False  # a wrapper opener was dropped; its closer is looked for
+        self._wrap_pending = spec is not None and spec.content_wrap is not None
+        self._reentrant = spec is not None and spec.reentrant and enabled
+        self._labels: tuple[str, ...] = ()
+        self._end_re: re.Pattern[str] | None = None
+        self._body_re: re.Pattern[str] | None = None
+        self._body_close_re: re.Pattern[str] | None = None
+        self._hb_body: MarkerHoldback | None = None
+        self._hb_body_close: MarkerHoldback | None = None
+        self._hb_open: MarkerHoldback | None = None
+        if spec is None:
             self._mode = _CONTENT
-            self._open = False
-            self._reasoning_until = 0.0
             return
-        # End of the raw reasoning span, once known (infinite while inside it).
-        self._reasoning_until = float("inf") if spec.starts_open else 0.0
+        prefixes = spec.token_prefixes
+        if spec.content_wrap is not None:
+            opener, closer = spec.content_wrap
+            self._hb_open = MarkerHoldback((opener,), prefixes, chunking)
+            close_markers = (closer, spec.start, spec.end) if self._reentrant else (closer,)
+            self._body_close_re = _alternation(close_markers)
+            self._hb_body_close = MarkerHoldback(close_markers, prefixes, chunking)
+        if self._reentrant:
+            self._body_re = _alternation((spec.start, spec.end))
+            self._hb_body = MarkerHoldback((spec.start, spec.end), prefixes, chunking)
+        if not enabled:
+            self._mode = _LEAD if self._wrap_pending else _CONTENT
+            return
         self._mode = _START
         self._open = spec.starts_open
-        self._hb_start = MarkerHoldback((spec.start,), spec.token_prefixes, chunking)
-        self._hb_end = MarkerHoldback((spec.end, *spec.implicit_end), spec.token_prefixes, chunking)
-        self._end_re = (
-            re.compile("|".join(re.escape(m) for m in (spec.end, *spec.implicit_end)))
-            if spec.implicit_end
-            else None
-        )
+        if spec.starts_open:
+            self._spans.append([0.0, _INF])
+        self._labels = tuple(sorted(spec.start_labels, key=len, reverse=True))
+        self._hb_start = MarkerHoldback((spec.start,), prefixes, chunking)
+        watched = (spec.end, *spec.implicit_end, *((spec.start,) if self._reentrant else ()))
+        self._hb_end = MarkerHoldback(watched, prefixes, chunking)
+        if len(watched) > 1:
+            self._end_re = _alternation(watched)
 
     @property
     def in_reasoning(self) -> bool:
         """True while text goes to the reasoning channel."""
-        return self._mode == _REASONING or (self._mode == _START and self._open)
+        mode = self._mode
+        return mode == _REASONING or mode == _LABEL or (mode == _START and self._open)
 
     def feed(self, item: object) -> list[object]:
         """Split one piece of model text; count reasoning tokens on a chunk end; pass other items."""
@@ -101,18 +153,25 @@ class ReasoningSplitter:
         start = self._chunk_start
         self._chunk_start = self._in_pos
         ids = end.token_ids
-        if not ids or self._reasoning_until <= start:
+        spans = self._spans
+        while spans and spans[0][1] <= start:
+            del spans[0]  # ended before this chunk: never counted again
+        if not ids or not spans:
             return end
         if end.token_chars is None or len(end.token_chars) != len(ids):
             n = len(ids)  # no per-token text: the chunk began inside the span
         else:
             n = 0
             pos = start
-            until = self._reasoning_until
+            j = 0
+            k = len(spans)
             for c in end.token_chars:
-                if pos >= until:
+                while j < k and spans[j][1] <= pos:
+                    j += 1
+                if j == k:
                     break
-                n += 1
+                if pos >= spans[j][0]:
+                    n += 1
                 pos += c
         return ChunkEnd(
             token_ids=ids,
@@ -133,52 +192,177 @@ class ReasoningSplitter:
         text = self._buf + item if self._buf else item
         self._buf = ""
         out: list[ChannelText] = []
-        pos = 0
         n = len(text)
-        spec = self._spec
-        if self._mode == _START:
-            assert spec is not None
-            first = _REASONING_CH if self._open else _CONTENT_CH
-            ws_end = skip_space(text)
-            if ws_end:
-                out.append(ChannelText(first, text[:ws_end]))
-            pos = ws_end
-            if pos >= n:
-                return out
-            if text.startswith(spec.start, pos):
-                pos += len(spec.start)
-                self._mode = _REASONING
-                self._reasoning_until = float("inf")
-            elif not final and spec.start.startswith(text[pos:]) and self._hb_start.holds(text[pos:]):
-                self._buf = text[pos:]
-                return out
+        base = self._in_pos - n  # the input position of text[0]
+        pos = 0
+        while pos < n:
+            mode = self._mode
+            if mode == _CONTENT:
+                out.append(ChannelText(_CONTENT_CH, text[pos:] if pos else text))
+                break
+            if mode == _REASONING:
+                pos = self._reasoning(text, pos, final, out, base)
+            elif mode == _BODY:
+                pos = self._body(text, pos, final, out, base)
+            elif mode == _START:
+                pos = self._start(text, pos, final, out, base)
+            elif mode == _LABEL:
+                pos = self._label(text, pos, final)
             else:
-                self._mode = _REASONING if self._open else _CONTENT
-                if not self._open:
-                    self._reasoning_until = self._in_pos - n + pos
-        if self._mode == _REASONING:
-            assert spec is not None
-            if self._end_re is None:
-                i = text.find(spec.end, pos)
-                skip = len(spec.end)
-            else:
-                m = self._end_re.search(text, pos)
-                i = m.start() if m is not None else -1
-                # An implicit terminator starts the content; only the end marker is consumed.
-                skip = len(spec.end) if m is not None and m.group() == spec.end else 0
-            if i < 0:
-                k = 0 if final else self._hb_end.held(text, pos)
-                if n - k > pos:
-                    out.append(ChannelText(_REASONING_CH, text[pos : n - k]))
-                if k:
-                    self._buf = text[n - k :]
-                return out
-            if i > pos:
-                out.append(ChannelText(_REASONING_CH, text[pos:i]))
-            pos = i + skip
-            # ``text`` starts at input position _in_pos - len(text).
-            self._reasoning_until = self._in_pos - n + pos
-            self._mode = _CONTENT
-        if pos < n:
-            out.append(ChannelText(_CONTENT_CH, text[pos:] if pos else text))
+                pos = self._lead(text, pos, final)
         return out
+
+    # Each phase consumes from ``pos`` and returns where the next phase goes on;
+    # ``len(text)`` when it consumed or held the rest (held text is in ``_buf``).
+
+    def _start(self, text: str, pos: int, final: bool, out: list[ChannelText], base: int) -> int:
+        spec = self._spec
+        assert spec is not None
+        n = len(text)
+        ws = skip_space(text, pos)
+        if ws > pos:
+            out.append(ChannelText(_REASONING_CH if self._open else _CONTENT_CH, text[pos:ws]))
+        pos = ws
+        if pos >= n:
+            return n
+        if text.startswith(spec.start, pos):
+            if not self._open:
+                self._spans.append([0.0, _INF])
+            self._mode = _LABEL if self._labels else _REASONING
+            return pos + len(spec.start)
+        if not final and spec.start.startswith(text[pos:]) and self._hb_start.holds(text[pos:]):
+            self._buf = text[pos:]
+            return n
+        if self._open:
+            self._mode = _REASONING
+        else:
+            if base + pos > 0:
+                self._spans.append([0.0, float(base + pos)])
+            self._enter_content(after_end=False)
+        return pos
+
+    def _label(self, text: str, pos: int, final: bool) -> int:
+        n = len(text)
+        labels = self._labels
+        if not final and n - pos < len(labels[0]):
+            rest = text[pos:]
+            if any(len(lab) > len(rest) and lab.startswith(rest) for lab in labels):
+                self._buf = rest  # may still become a (longer) label
+                return n
+        self._mode = _REASONING
+        for lab in labels:  # longest first
+            if text.startswith(lab, pos):
+                return pos + len(lab)
+        return pos
+
+    def _reasoning(self, text: str, pos: int, final: bool, out: list[ChannelText], base: int) -> int:
+        spec = self._spec
+        assert spec is not None
+        n = len(text)
+        if self._end_re is None:
+            i = text.find(spec.end, pos)
+            found = spec.end
+        else:
+            m = self._end_re.search(text, pos)
+            i = m.start() if m is not None else -1
+            found = m.group() if m is not None else ""
+        if i < 0:
+            k = 0 if final else self._hb_end.held(text, pos)
+            if n - k > pos:
+                out.append(ChannelText(_REASONING_CH, text[pos : n - k]))
+            if k:
+                self._buf = text[n - k :]
+            return n
+        if i > pos:
+            out.append(ChannelText(_REASONING_CH, text[pos:i]))
+        if found == spec.end:
+            pos = i + len(found)
+            self._spans[-1][1] = base + pos
+            self._enter_content(after_end=True)
+        elif self._reentrant and found == spec.start:
+            # A special token, never text: dropped, with its label.
+            pos = i + len(found)
+            self._mode = _LABEL if self._labels else _REASONING
+        else:
+            # An implicit terminator starts the content; only the end marker is consumed.
+            pos = i
+            self._spans[-1][1] = base + pos
+            self._enter_content(after_end=False)
+        return pos
+
+    def _enter_content(self, *, after_end: bool) -> None:
+        spec = self._spec
+        assert spec is not None
+        self._strip_nl = after_end and spec.content_lstrip_newlines
+        if self._strip_nl or self._wrap_pending:
+            self._mode = _LEAD
+        else:
+            self._mode = _BODY if self._closing or self._reentrant else _CONTENT
+
+    def _lead(self, text: str, pos: int, final: bool) -> int:
+        spec = self._spec
+        assert spec is not None
+        n = len(text)
+        if self._strip_nl:
+            m = _NEWLINES.match(text, pos)
+            assert m is not None
+            pos = m.end()
+            if pos >= n:
+                return n  # more newlines may follow
+            self._strip_nl = False
+        if self._wrap_pending:
+            assert spec.content_wrap is not None and self._hb_open is not None
+            opener = spec.content_wrap[0]
+            ws = skip_space(text, pos)
+            if ws - pos <= len(opener):
+                if ws >= n:
+                    if not final:
+                        self._buf = text[pos:]
+                        return n
+                elif text.startswith(opener, ws):
+                    self._wrap_pending = False
+                    self._closing = True
+                    self._mode = _BODY
+                    return ws + len(opener)
+                elif not final and opener.startswith(text[ws:]) and self._hb_open.holds(text[ws:]):
+                    self._buf = text[pos:]
+                    return n
+            self._wrap_pending = False
+        self._mode = _BODY if self._closing or self._reentrant else _CONTENT
+        return pos
+
+    def _body(self, text: str, pos: int, final: bool, out: list[ChannelText], base: int) -> int:
+        spec = self._spec
+        assert spec is not None
+        n = len(text)
+        if self._closing:
+            rx, hb = self._body_close_re, self._hb_body_close
+        else:
+            rx, hb = self._body_re, self._hb_body
+        assert rx is not None and hb is not None
+        m = rx.search(text, pos)
+        if m is None:
+            k = 0 if final else hb.held(text, pos)
+            if n - k > pos:
+                out.append(ChannelText(_CONTENT_CH, text[pos : n - k]))
+            if k:
+                self._buf = text[n - k :]
+            return n
+        i = m.start()
+        if i > pos:
+            out.append(ChannelText(_CONTENT_CH, text[pos:i]))
+        found = m.group()
+        if self._closing and spec.content_wrap is not None and found == spec.content_wrap[1]:
+            self._closing = False
+            if not self._reentrant:
+                self._mode = _CONTENT
+        elif found == spec.start:
+            spans = self._spans
+            if len(spans) < _MAX_SPANS:
+                spans.append([float(base + i), _INF])
+            else:
+                # Bounded memory when no ChunkEnd comes: the content between blocks is counted too.
+                spans[-1][1] = _INF
+            self._mode = _LABEL if self._labels else _REASONING
+        # else: a stray end marker (reentrant), dropped
+        return m.end()

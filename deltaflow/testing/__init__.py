@@ -23,6 +23,7 @@ __all__ = (
     "check_chunkings",
     "PEER_NAME_ALIASES",
     "corpus_vectors",
+    "vector_thinking",
     "feed_chunks",
     "load_tokenizer",
     "message_key",
@@ -104,7 +105,20 @@ def shared_dir() -> Path | None:
     return None
 
 
-PEER_NAME_ALIASES: dict[str, str] = {}
+PEER_NAME_ALIASES: dict[str, str] = {
+    "llamacpp:gemma4": "gemma4",
+    "llamacpp:command_r7b": "command_r7b",
+    "sglang:lfm2": "lfm2",
+    "llamacpp:lfm2": "lfm2",
+    "llamacpp:ling3": "ling3",
+    "sglang:gigachat3": "gigachat3",
+    "llamacpp:gigachat3": "gigachat3",
+    "llamacpp:gigachat3_1": "gigachat3",
+    "llamacpp:apriel": "apriel",
+    "llamacpp:nemotron_nano_v2": "nemotron",
+    "llamacpp:firefunction_v2": "firefunction_v2",
+    "llamacpp:apertus": "apertus",
+}
 """Peer-only parser names of the corpus (``sglang:X``, ``llamacpp:X``: no vLLM name exists)
 mapped to the deltaflow parser that implements the same protocol. Only listed names are
 mapped; a prefix is never stripped blindly (SGLang's ``kimi`` reasoning detector reads
@@ -129,6 +143,23 @@ def corpus_vectors(files: Iterable[str] = ("vllm", "sglang", "lmdeploy", "llamac
             for line in f:
                 if line.strip():
                     yield _our_names(json.loads(line))
+
+
+def vector_thinking(request: dict[str, Any]) -> bool | None:
+    """The ``enable_thinking`` a corpus vector's request asks for (None: the dialect's default).
+
+    Read from ``enable_thinking``, then ``chat_template_kwargs.enable_thinking``, then
+    ``chat_template_kwargs.reasoning_effort`` / ``reasoning_effort`` (any effort but
+    ``no_think`` / ``none`` asks for thinking, as vLLM's ``hy_v3`` parser reads it).
+    """
+    kwargs = request.get("chat_template_kwargs") or {}
+    for value in (request.get("enable_thinking"), kwargs.get("enable_thinking")):
+        if value is not None:
+            return bool(value)
+    effort = kwargs.get("reasoning_effort", request.get("reasoning_effort"))
+    if effort is None:
+        return None
+    return effort not in ("no_think", "none")
 
 
 def _our_names(vector: dict[str, Any]) -> dict[str, Any]:

@@ -52,7 +52,7 @@ import pytest
 
 from deltaflow import ChatMessage, accumulate, parse_complete
 from deltaflow.parsers import registry
-from deltaflow.testing import corpus_vectors, feed_chunks, message_key
+from deltaflow.testing import corpus_vectors, feed_chunks, message_key, vector_thinking
 
 PEERS: tuple[str, ...] = ("vllm", "sglang", "lmdeploy", "llamacpp")
 """The corpus files, one per peer project."""
@@ -112,9 +112,7 @@ class Vector:
     def from_raw(cls, peer: str, raw: Mapping[str, Any]) -> Vector:
         """Build a vector from its JSON object in ``<peer>.jsonl``."""
         request = raw.get("request") or {}
-        thinking = request.get("enable_thinking")
-        if thinking is None:
-            thinking = (request.get("chat_template_kwargs") or {}).get("enable_thinking")
+        thinking = vector_thinking(request)
         text = raw["text"]
         chunks = raw.get("chunks")
         return cls(

@@ -38,8 +38,9 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 LONG_OFFERED = "t" * 128  # the longest name a tool definition may have (deltaflow/tools.py)
 LONG_OTHER = "u" + "v" * 2500
-# Dialects whose one block holds several calls, driven by the XML driver (see bug 5).
-_XML_SHARED_BLOCK = frozenset({"minimax_m2", "deepseek_v32"})
+# Dialects whose one block holds several calls, driven by the XML driver (bug 5, fixed: an
+# over-long name there is surfaced and the block goes on).
+_XML_SHARED_BLOCK = frozenset({"step3", "deepseek_v4", "minimax_m2", "deepseek_v32"})
 OFFERED = ("get_weather", "search", "f", "run_query_2", LONG_OFFERED)
 NOT_OFFERED = ("delete_all", "rm_rf", "other_tool", "get_weather2", LONG_OTHER)
 
@@ -81,7 +82,34 @@ _DSML = (
     "<｜DSML｜parameter", "</｜DSML｜parameter>",
 )
 
+_STEP3 = (
+    "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>", "<｜tool_call_end｜>", "<｜tool_sep｜>",
+    "<steptml:invoke", "</steptml:invoke>", "<steptml:parameter", "</steptml:parameter>",
+)
+_DSML_V4 = ("<｜DSML｜tool_calls>", "</｜DSML｜tool_calls>") + _DSML[2:]
+
 TOOL_MARKERS: dict[str, tuple[str, ...]] = {
+    # JSON-array family (json_array_family)
+    "granite": ("<|tool_call|>", "<tool_call>", "["),
+    "granite4": ("<tool_call>", "</tool_call>"),
+    "granite-20b-fc": ("<function_call>",),
+    "hunyuan_a13b": ("<tool_calls>", "</tool_calls>"),
+    "ernie45": ("<tool_call>", "</tool_call>"),
+    "xlam": ("<tool_call>", "</tool_call>", "[TOOL_CALLS]", "```json", "```", "["),
+    "jamba": ("<tool_calls>", "</tool_calls>"),
+    "apriel": ("<tool_calls>", "</tool_calls>"),
+    "nemotron": ("<TOOLCALL>", "</TOOLCALL>"),
+    "phi4_mini_json": ("functools",),
+    "firefunction_v2": ("functools",),
+    "apertus": ("<|tools_prefix|>", "<|tools_suffix|>"),
+    "longcat": ("<longcat_tool_call>", "</longcat_tool_call>"),
+    "gigachat3": ("<|message_sep|>", "function call", "<|role_sep|>", "<|function_call|>", "</s>"),
+    "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>", "[", "("),
+    "olmo3": ("<function_calls>", "</function_calls>", "("),
+    "step3": _STEP3,
+    "step3p5": _QWEN_XML,
+    "ling3": _GLM,
+    "deepseek_v4": _DSML_V4,
     "hermes": ("<tool_call>", "</tool_call>"),
     "internlm": ("<|action_start|>", "<|plugin|>", "<|action_end|>"),
     "llama3_json": ("<|python_tag|>", ";", "{"),
@@ -100,10 +128,32 @@ TOOL_MARKERS: dict[str, tuple[str, ...]] = {
     "openai": HARMONY_MARKERS,
     "xml_tools": tuple(f"<{n}>" for n in OFFERED[:4]) + tuple(f"</{n}>" for n in OFFERED[:4])
     + ("<city>", "</city>", "<content>", "</content>"),
+    "gemma4": ("<|tool_call>", "<tool_call|>", '<|"|>'),
 }
 
 # The reasoning parsers each tool dialect is fuzzed with (None: no reasoning parser).
 REASONING_FOR: dict[str, tuple[str | None, ...]] = {
+    # JSON-array family (json_array_family)
+    "granite": (None,),
+    "granite4": (None, "qwen3"),
+    "granite-20b-fc": (None,),
+    "hunyuan_a13b": (None, "qwen3", "hunyuan_a13b"),
+    "ernie45": (None, "qwen3", "ernie45"),
+    "xlam": (None, "deepseek_r1"),
+    "jamba": (None,),
+    "apriel": (None,),
+    "nemotron": (None, "qwen3"),
+    "phi4_mini_json": (None,),
+    "firefunction_v2": (None,),
+    "apertus": (None,),
+    "longcat": (None,),
+    "gigachat3": (None,),
+    "lfm2": (None, "qwen3"),
+    "olmo3": (None,),
+    "step3": (None,),
+    "step3p5": (None,),
+    "ling3": (None, "glm45"),
+    "deepseek_v4": (None, "deepseek_v3"),
     "hermes": (None, "qwen3"),
     "internlm": (None, "qwen3"),
     "llama3_json": (None, "deepseek_r1"),
@@ -121,6 +171,7 @@ REASONING_FOR: dict[str, tuple[str | None, ...]] = {
     "seed_oss": (None, "seed_oss"),
     "openai": (None, "openai_gptoss"),
     "xml_tools": (None, "qwen3", "deepseek_r1"),
+    "gemma4": (None, "gemma4"),
 }
 
 
@@ -128,7 +179,8 @@ def reasoning_markers(name: str | None) -> tuple[str, ...]:
     if name is None:
         return ()
     spec = registry.get_reasoning_parser(name)
-    return (spec.start, spec.end, *spec.implicit_end, *spec.turn_markers)
+    labels = tuple(lab for lab in spec.start_labels if lab.strip())  # a blank label is never lost text
+    return (spec.start, spec.end, *spec.implicit_end, *spec.turn_markers, *labels, *(spec.content_wrap or ()))
 
 
 # -- segments -----------------------------------------------------------------------------------------
@@ -435,7 +487,157 @@ def block_xml_tools(draw, names, first, at_start):
     return segs
 
 
+_G4_MARKERS = ('<|"|>', "<tool_call|>", "<|tool_call>")
+_G4_BARE_KEY = re.compile(r"[^\s:{}\[\],<>\"|]+\Z")
+
+
+def _g4_str(text: str) -> str:
+    return '<|"|>' + sanitize(text, _G4_MARKERS) + '<|"|>'
+
+
+def _g4_value(draw: st.DrawFn, value: Any) -> str:
+    """Gemma 4's serialization of ``value``: bare keys (quoted when they need it), ``<|"|>`` strings."""
+    if isinstance(value, dict):
+        members = []
+        for k, v in value.items():
+            key = k if _G4_BARE_KEY.match(k) else _g4_str(k)
+            members.append(key + ":" + _g4_value(draw, v))
+        return "{" + ",".join(members) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_g4_value(draw, v) for v in value) + "]"
+    if isinstance(value, str):
+        return _g4_str(value)
+    return json.dumps(value)
+
+
+def block_gemma4(draw, names, first, at_start):
+    return [Seg("<|tool_call>call:" + n + _g4_value(draw, draw(arguments())) + "<tool_call|>", "call", first + i)
+            for i, n in enumerate(names)]
+
+
+def block_lfm2(draw, names, first, at_start):
+    form = draw(st.sampled_from(("pythonic", "pythonic", "json_list", "json_object")))
+    if form == "json_object" and len(names) == 1:
+        return [Seg("<|tool_call_start|>" + _json_envelope(draw, names[0], ("arguments", "parameters"))
+                    + "<|tool_call_end|>", "call", first)]
+    if form == "json_list":
+        segs = [Seg("<|tool_call_start|>[", "opt")]
+        for i, n in enumerate(names):
+            if i:
+                segs.append(Seg(draw(st.sampled_from((", ", ",", ",\n "))), "opt"))
+            segs.append(Seg(_json_envelope(draw, n, ("arguments", "parameters")), "call", first + i))
+        return segs + [Seg("]<|tool_call_end|>", "opt")]
+    segs = block_pythonic(draw, names, first, True)
+    return [Seg("<|tool_call_start|>[", "opt"), *segs[1:-1], Seg("]<|tool_call_end|>", "opt")]
+
+
+def block_olmo3(draw, names, first, at_start):
+    segs = [Seg("<function_calls>", "opt")]
+    for i, n in enumerate(names):
+        if i:
+            segs.append(Seg(draw(st.sampled_from(("\n", "\n\n", " \n"))), "opt"))
+        args = draw(arguments(extra_keys=False))
+        segs.append(Seg(n + "(" + ", ".join(f"{k}={_py_literal(draw, v)}" for k, v in args.items()) + ")",
+                        "call", first + i))
+    return segs + [Seg("</function_calls>", "opt")]
+
+
+def block_step3(draw, names, first, at_start):
+    segs = [Seg("<｜tool_calls_begin｜>", "opt")]
+    for i, n in enumerate(names):
+        body = "".join(f'<steptml:parameter name="{k}">{v}</steptml:parameter>' for k, v in _xml_params(draw))
+        sep = draw(st.sampled_from(("function<｜tool_sep｜>", "")))
+        segs += [Seg(f"<｜tool_call_begin｜>{sep}", "opt"),
+                 Seg(f'<steptml:invoke name="{n}">{body}</steptml:invoke>', "call", first + i),
+                 Seg("<｜tool_call_end｜>", "opt")]
+    return segs + [Seg("<｜tool_calls_end｜>", "opt")]
+
+
+def block_deepseek_v4(draw, names, first, at_start):
+    segs = block_deepseek_v32(draw, names, first, at_start)
+    return [Seg("<｜DSML｜tool_calls>\n", "opt"), *segs[1:-1], Seg("</｜DSML｜tool_calls>", "opt")]
+
+
+# -- JSON-array family (json_array_family): each array element, or each per-call block, is one call -------
+
+_ARRAY_HEADS: dict[str, tuple[tuple[str, str], ...]] = {
+    "granite": (("<|tool_call|>", ""), ("<tool_call>", "")),
+    "hunyuan_a13b": (("<tool_calls>", "</tool_calls>"),),
+    "xlam": (("<tool_call>", "</tool_call>"), ("[TOOL_CALLS]", ""), ("```json\n", "\n```"), ("```", "```")),
+    "jamba": (("<tool_calls>", "</tool_calls>"),),
+    "apriel": (("<tool_calls>", "</tool_calls>"),),
+    "nemotron": (("<TOOLCALL>", "</TOOLCALL>"),),
+    "phi4_mini_json": (("functools", ""),),
+    "firefunction_v2": (("functools", ""),),
+    "apertus": (("<|tools_prefix|>", "<|tools_suffix|>"),),
+}
+_BARE_ARRAY = frozenset({"granite", "xlam"})  # a bare [ opens the array at the start of the output
+
+
+def _json_array_block(dialect: str):
+    def render(draw, names, first, at_start):
+        forms = _ARRAY_HEADS[dialect]
+        if dialect in _BARE_ARRAY and at_start and first == 0:
+            forms = forms + (("", ""),)
+        head, tail = draw(st.sampled_from(forms))
+        segs = [Seg(head + (draw(st.sampled_from(("", " ", "\n"))) if head else "") + "[", "opt")]
+        for i, n in enumerate(names):
+            if i:
+                segs.append(Seg(draw(st.sampled_from((", ", ",", ",\n "))), "opt"))
+            if dialect == "apertus":
+                segs.append(Seg(dumps(draw, {n: draw(arguments())}), "call", first + i))
+            else:
+                segs.append(Seg(_json_envelope(draw, n, ("arguments", "parameters")), "call", first + i))
+        return segs + [Seg("]" + tail, "opt")]
+
+    return render
+
+
+_CALL_HEADS: dict[str, tuple[tuple[str, str], ...]] = {
+    "granite4": (("<tool_call>", "</tool_call>"), ("<tool_call>\n", "\n</tool_call>")),
+    "ernie45": (("<tool_call>\n", "\n</tool_call>\n"), ("<tool_call>", "</tool_call>")),
+    "longcat": (("<longcat_tool_call>", "</longcat_tool_call>"),),
+    "granite-20b-fc": (("<function_call> ", ""),),
+    "gigachat3": (("<|message_sep|>\n\nfunction call<|role_sep|>\n", ""), ("<|function_call|>", "</s>"),
+                  ("<|function_call|>", "")),
+}
+
+
+def _json_call_block(dialect: str):
+    def render(draw, names, first, at_start):
+        segs = []
+        for i, n in enumerate(names):
+            if i:
+                segs.append(Seg(draw(st.sampled_from(("", "\n"))), "opt"))
+            head, tail = draw(st.sampled_from(_CALL_HEADS[dialect]))
+            fields = ("arguments",) if dialect == "gigachat3" else ("arguments", "parameters")
+            segs.append(Seg(head + _json_envelope(draw, n, fields) + tail, "call", first + i))
+        return segs
+
+    return render
+
+
 BLOCKS = {
+    "granite": _json_array_block("granite"),
+    "granite4": _json_call_block("granite4"),
+    "granite-20b-fc": _json_call_block("granite-20b-fc"),
+    "hunyuan_a13b": _json_array_block("hunyuan_a13b"),
+    "ernie45": _json_call_block("ernie45"),
+    "xlam": _json_array_block("xlam"),
+    "jamba": _json_array_block("jamba"),
+    "apriel": _json_array_block("apriel"),
+    "nemotron": _json_array_block("nemotron"),
+    "phi4_mini_json": _json_array_block("phi4_mini_json"),
+    "firefunction_v2": _json_array_block("firefunction_v2"),
+    "apertus": _json_array_block("apertus"),
+    "longcat": _json_call_block("longcat"),
+    "gigachat3": _json_call_block("gigachat3"),
+    "lfm2": block_lfm2,
+    "olmo3": block_olmo3,
+    "step3": block_step3,
+    "step3p5": block_qwen3_coder,
+    "ling3": block_glm45,
+    "deepseek_v4": block_deepseek_v4,
     "hermes": block_hermes,
     "internlm": block_internlm,
     "llama3_json": block_llama3_json,
@@ -452,6 +654,7 @@ BLOCKS = {
     "minimax_m2": block_minimax_m2,
     "seed_oss": block_seed_oss,
     "xml_tools": block_xml_tools,
+    "gemma4": block_gemma4,
 }
 
 # Dialects whose block ends the output's useful text (a call list with no closer: text after it could
@@ -482,8 +685,6 @@ def harmony_output(draw: st.DrawFn, tools: tuple[str, ...], reasoning: str | Non
         text = sanitize(draw(FREE_TEXT), ("<|",))
         if kind == "call":
             name = draw(_names(tools, 1))[0]
-            if name == LONG_OTHER and not KNOWN_BUGS:  # bug 3: a header part over 256 characters loses markers
-                name = "other_tool"
             form = draw(st.sampled_from(("a", "b")))
             head = (f"<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>" if form == "a"
                     else f" to=functions.{name}<|channel|>commentary json<|message|>")
@@ -519,10 +720,6 @@ def dialect_output(draw: st.DrawFn, tool_parser: str) -> Rendered:
         segs += [Seg(draw(free).strip() or "thinking", "must"), Seg(spec.end, "gone")]
     ncalls = draw(st.integers(0, 3))
     names = draw(_names(tools, ncalls))
-    if tool_parser in _XML_SHARED_BLOCK and not KNOWN_BUGS:
-        # bug 5: in a block holding several calls, a name over 256 characters ends the block, so the
-        # calls after it are surfaced as text instead of parsed.
-        names = ["other_tool" if n == LONG_OTHER else n for n in names]
     render = BLOCKS[tool_parser]
     lead = draw(free)
     if tool_parser in _ONE_BLOCK:

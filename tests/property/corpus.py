@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from deltaflow.parsers import registry
-from deltaflow.testing import corpus_vectors
+from deltaflow.testing import corpus_vectors, vector_thinking
 
 __all__ = ("VECTORS", "in_scope", "vector_kwargs")
 
@@ -23,7 +23,7 @@ def in_scope(vector: dict[str, Any]) -> bool:
 def vector_kwargs(vector: dict[str, Any]) -> dict[str, Any]:
     """The parser arguments of a corpus vector: its parsers, request tools and enable_thinking."""
     request = vector.get("request") or {}
-    thinking = request.get("enable_thinking", (request.get("chat_template_kwargs") or {}).get("enable_thinking"))
+    thinking = vector_thinking(request)
     return {
         "tool_parser": vector.get("tool_parser"),
         "reasoning_parser": vector.get("reasoning_parser"),

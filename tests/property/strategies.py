@@ -221,7 +221,9 @@ def think_parsers() -> tuple[str, ...]:
     out = []
     for name in registry.reasoning_parser_names():
         spec = registry.get_reasoning_parser(name)
-        if (spec.start, spec.end, spec.starts_open, spec.implicit_end) == ("<think>", "</think>", True, ()):
+        if (spec.start, spec.end, spec.starts_open, spec.implicit_end) == ("<think>", "</think>", True, ()) and (
+            spec.start_labels, spec.content_wrap, spec.content_lstrip_newlines, spec.reentrant
+        ) == ((), None, False, False):  # no splitter option that changes the text (ernie45, granite_thinking_parser)
             out.append(name)
     return tuple(out)
 
@@ -515,7 +517,9 @@ def generated_outputs(
             pieces.append(Piece("marker", REASONING, spec.start))
             if draw(st.booleans()):
                 pieces.append(Piece("text", REASONING, "\n"))
-            rstate = _State(REASONING)
+            # "\u3000" is Unicode whitespace (the reasoning rule skips it before the marker) but not JSON
+            # whitespace, so a bare "{" after it is no longer at the start of the channel.
+            rstate = _State(REASONING, started=bool(lead.strip(" \t\r\n")))
         else:
             rstate = _State(REASONING, first_of_output=True)
         pieces += draw(_segment(cfg, rstate, in_r, in_reasoning=True, offered_only=offered_only, broken=broken))

@@ -8,3 +8,7 @@ from . import pythonic_family as pythonic_family
 from . import special_family as special_family
 from . import harmony_family as harmony_family
 from . import xml_family as xml_family
+from . import json_array_family as json_array_family
+from . import more_reasoning as more_reasoning
+from . import more_tool_families as more_tool_families
+from . import gemma_command_family as gemma_command_family

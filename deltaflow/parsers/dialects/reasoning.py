@@ -45,3 +45,38 @@ DEEPSEEK_R1 = register_reasoning_parser(
         families=("DeepSeek-R1", "DeepSeek-R1-0528", "DeepSeek-R1-Distill"),
     )
 )
+
+# DeepSeek-V4 (llama.cpp's handler; the corpus assumes the name): the DeepSeek <think>
+# protocol, and a call section inside unclosed reasoning ends it, as for Kimi K2, so
+# the calls are parsed and the reasoning before them stays reasoning.
+_DSML_V4 = "<｜DSML｜tool_calls>"
+DEEPSEEK_V4 = register_reasoning_parser(
+    ReasoningSpec(
+        name="deepseek_v4",
+        start="<think>",
+        end="</think>",
+        starts_open=True,
+        # <think>/</think> are single DeepSeek tokens; the DSML opener is split text.
+        token_prefixes=tuple(_DSML_V4[:k] for k in range(1, len(_DSML_V4))),
+        tokenizers=("deepseek-v3.1",),
+        turn_markers=("<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"),
+        implicit_end=(_DSML_V4,),
+        families=("DeepSeek-V4",),
+    )
+)
+
+# Ling 3 (inclusionAI; llama.cpp's handler): GLM's reasoning rules, including the implicit
+# end at <tool_call>. No tokenizer in shared/: every proper prefix is declared.
+LING3 = register_reasoning_parser(
+    ReasoningSpec(
+        name="ling3",
+        start="<think>",
+        end="</think>",
+        starts_open=True,
+        token_prefixes=tuple(
+            dict.fromkeys(m[:k] for m in ("<think>", "</think>", "<tool_call>") for k in range(1, len(m)))
+        ),
+        implicit_end=("<tool_call>",),
+        families=("Ling 3",),
+    )
+)
