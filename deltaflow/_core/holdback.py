@@ -16,8 +16,25 @@ Two modes (see DESIGN.md, "Model protocols"):
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 __all__ = ("MarkerHoldback",)
+
+
+@lru_cache(maxsize=1024)
+def _table(markers: tuple[str, ...], token_prefixes: tuple[str, ...], mode: str) -> tuple[frozenset[str], frozenset[str], int]:
+    """The held prefixes, their first characters and the longest one's length."""
+    if mode == "any":
+        prefixes = {m[:k] for m in markers for k in range(1, len(m))}
+    elif mode == "tokens":
+        prefixes = set()
+        for p in token_prefixes:
+            if not any(m.startswith(p) and len(p) < len(m) for m in markers):
+                continue  # a prefix of a marker this holdback does not watch
+            prefixes.add(p)
+    else:
+        raise ValueError(f"chunking must be 'any' or 'tokens', got {mode!r}")
+    return frozenset(prefixes), frozenset(p[0] for p in prefixes), max((len(p) for p in prefixes), default=0)
 
 
 class MarkerHoldback:
@@ -38,20 +55,8 @@ class MarkerHoldback:
         token_prefixes: Iterable[str] = (),
         mode: str = "any",
     ) -> None:
-        if mode == "any":
-            prefixes = {m[:k] for m in markers for k in range(1, len(m))}
-        elif mode == "tokens":
-            markers = tuple(markers)
-            prefixes = set()
-            for p in token_prefixes:
-                if not any(m.startswith(p) and len(p) < len(m) for m in markers):
-                    continue  # a prefix of a marker this holdback does not watch
-                prefixes.add(p)
-        else:
-            raise ValueError(f"chunking must be 'any' or 'tokens', got {mode!r}")
-        self._prefixes = frozenset(prefixes)
-        self._firsts = frozenset(p[0] for p in prefixes)
-        self._maxlen = max((len(p) for p in prefixes), default=0)
+        # One table per distinct declaration, shared by every response that uses it.
+        self._prefixes, self._firsts, self._maxlen = _table(tuple(markers), tuple(token_prefixes), mode)
 
     @property
     def longest(self) -> int:

@@ -118,6 +118,7 @@ PEER_NAME_ALIASES: dict[str, str] = {
     "llamacpp:nemotron_nano_v2": "nemotron",
     "llamacpp:firefunction_v2": "firefunction_v2",
     "llamacpp:apertus": "apertus",
+    "sglang:kimi": "kimi_vl",
 }
 """Peer-only parser names of the corpus (``sglang:X``, ``llamacpp:X``: no vLLM name exists)
 mapped to the deltaflow parser that implements the same protocol. Only listed names are

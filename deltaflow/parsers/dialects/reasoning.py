@@ -80,3 +80,18 @@ LING3 = register_reasoning_parser(
         families=("Ling 3",),
     )
 )
+
+# Kimi-VL-Thinking / Kimi-K1.5 style (SGLang's ``kimi`` detector): ◁think▷ ... ◁/think▷ written by the
+# model itself, so the output does not start inside reasoning. No tokenizer in shared/: every proper
+# prefix of both markers is declared.
+_KIMI_VL_MARKERS = ("◁think▷", "◁/think▷")
+KIMI_VL = register_reasoning_parser(
+    ReasoningSpec(
+        name="kimi_vl",
+        start=_KIMI_VL_MARKERS[0],
+        end=_KIMI_VL_MARKERS[1],
+        starts_open=False,
+        token_prefixes=tuple(dict.fromkeys(m[:k] for m in _KIMI_VL_MARKERS for k in range(1, len(m)))),
+        families=("Kimi-VL-A3B-Thinking",),
+    )
+)
