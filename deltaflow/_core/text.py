@@ -46,8 +46,16 @@ def decode_json_string(source: str) -> Any:
 
 
 def json_string(text: str) -> str:
-    """``text`` as a JSON string literal; lone surrogates are written as ``\\uXXXX`` escapes."""
+    """``text`` as a JSON string literal; lone surrogates are written as ``\\uXXXX`` escapes.
+
+    Only the surrogates are escaped, everything else is written as without
+    them, so that the JSON text of a value never depends on how it was split.
+    """
     try:
         return _encode(text).decode()
     except UnicodeEncodeError:
-        return json.dumps(text)
+        return _SURROGATE.sub(_escape_surrogate, json.dumps(text, ensure_ascii=False))
+
+
+def _escape_surrogate(m: re.Match[str]) -> str:
+    return f"\\u{ord(m.group()):04x}"

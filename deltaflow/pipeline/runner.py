@@ -44,6 +44,7 @@ from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 from ..errors import StageError
 from ..messages import DeltaMessage
 from ..stages._protocol import Stage
+from ..stages.detokenize import Detokenizer
 from ..stages.framer import DeltaFramer, Usage
 from ..stages.name_filter import new_call_id
 from .chain import SyncChain
@@ -134,6 +135,18 @@ class _InlineDeltaStream(DeltaStream):
         self.usage = usage
         self.stream_id = stream_id
         self._chain = chain
+        # A text item carries no metadata: with only built-in stages between the detokenizer and
+        # the framer, it needs no empty ChunkEnd walking through every stage (ResponseParser.feed
+        # frames text the same way), and the framer frames the middle stages' items at once.
+        st = chain.stages
+        self._text_path: tuple[SyncChain, DeltaFramer] | None = None
+        if (
+            len(st) >= 2
+            and isinstance(st[0], Detokenizer)
+            and isinstance(st[-1], DeltaFramer)
+            and all(type(s).__module__.startswith("deltaflow.") for s in st[1:-1])
+        ):
+            self._text_path = (SyncChain(st[1:-1]), st[-1])
         self._it: Any = source.__aiter__()
         self._ready: list[Any] = []
         self._at = 0
@@ -156,11 +169,19 @@ class _InlineDeltaStream(DeltaStream):
             except Exception as exc:
                 raise StageError("source", f"the source raised {exc!r}") from exc
             else:
-                try:
-                    chunk = to_chunk(raw)
-                except TypeError as exc:
-                    raise StageError("source", str(exc)) from exc
-                ready = chain.run([chunk])
+                text_path = self._text_path
+                if raw.__class__ is str and text_path is not None and text_path[1].idle:
+                    items = text_path[0].run([raw]) if raw else []
+                    ready = text_path[1].frame(items) if items else []
+                else:
+                    # Stages count tokens between chunk ends (reasoning tokens): once a chunk
+                    # carries metadata, every later chunk takes the full chain.
+                    self._text_path = None
+                    try:
+                        chunk = to_chunk(raw)
+                    except TypeError as exc:
+                        raise StageError("source", str(exc)) from exc
+                    ready = chain.run([chunk])
             for st in self._diagnosed:
                 if st.diagnostics:
                     _diagnose(chain)

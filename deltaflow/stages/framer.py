@@ -53,6 +53,15 @@ class DeltaFramer:
         self._finish_reason: str | None = None
         self._finished = False
 
+    @property
+    def idle(self) -> bool:
+        """No item waits for a chunk end and no metadata of a silent chunk waits for a delta.
+
+        Then a text-only chunk (no ids, logprobs or finish reason) may be framed
+        directly with :meth:`frame`, without a :class:`ChunkEnd`.
+        """
+        return not self._items and not self._ids and self._logprobs is None
+
     def feed(self, item: object) -> list[DeltaMessage]:
         """Take one item; frame the chunk on its :class:`ChunkEnd`."""
         if item.__class__ is not ChunkEnd:

@@ -41,6 +41,11 @@ def _sources(tok: Any, text: str, seed: int) -> dict[str, tuple[list[Any], Any]]
         for g in grouped
     ]
     without_text = [TokenChunk(token_ids=[ids[i] for i in g], logprobs=[-float(i) for i in g]) for g in grouped]
+    # Id chunks and plain text alternating: an id chunk that decodes to a held marker prefix is silent,
+    # and its ids and logprobs must still reach the next delta when that delta comes from a text item.
+    mixed = [
+        without_text[k] if k % 2 == 0 else "".join(pieces[i] for i in g) for k, g in enumerate(grouped)
+    ]
     return {
         "str": (random_chunks(text, seed, 8), None),
         "int": (list(ids), tok),
@@ -49,9 +54,12 @@ def _sources(tok: Any, text: str, seed: int) -> dict[str, tuple[list[Any], Any]]
         "TokenChunk(text)": (with_text, None),
         "TokenChunk(text)+tokenizer": (with_text, tok),
         "TokenChunk(ids)": (without_text, tok),
+        "mixed": (mixed, tok),
     }
 
 
+# "mixed" is left out here: a text item right after an id chunk that ends inside a multi-byte character
+# is not a well-formed source (the decoder still holds that character's first bytes).
 KINDS = ["str", "int", "list[int]", "tuple[int]", "TokenChunk(text)", "TokenChunk(text)+tokenizer", "TokenChunk(ids)"]
 
 
@@ -96,7 +104,7 @@ async def test_runtime_options_give_the_same_deltas(shared: Path, options: dict[
     tok = load_hf(shared, "qwen3")
     for seed in range(12):
         text = hermes_qwen3_output(seed)
-        for kind in ("str", "TokenChunk(ids)"):
+        for kind in ("str", "TokenChunk(ids)", "mixed"):
             items, tokenizer = _sources(tok, text, seed)[kind]
             items = [*items, TokenChunk(finish_reason="stop")]
             base = Pipeline.for_model(**HQ, tokenizer=tokenizer, id_factory=fixed_id)

@@ -270,3 +270,12 @@ def test_tentative_agrees_with_convert(schema: Any, pieces: list[str], plan_json
     first_whole = next((i for i, v in enumerate(verdicts) if v is Tentative.WHOLE), None)
     if first_whole is not None:
         assert all(v is Tentative.WHOLE for v in verdicts[first_whole:]), verdicts
+
+
+@pytest.mark.parametrize("text", ["a\ud800｜\x7fé", "\udfff\udfff", "😀\ud83d\x01", "plain ｜ text"], ids=repr)
+def test_json_fragments_of_any_split_join_to_the_whole_text(text: str) -> None:
+    """Escaping the pieces of a streamed string gives the whole string's escape: only lone surrogates are escaped."""
+    whole = json_string(text)[1:-1]
+    for i in range(len(text) + 1):
+        assert json_string(text[:i])[1:-1] + json_string(text[i:])[1:-1] == whole
+    assert json.loads(f'"{whole}"') == text
