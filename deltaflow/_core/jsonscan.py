@@ -16,8 +16,8 @@ only a stack of open containers and a small state, and reports
 Long strings are crossed with one compiled-regex search per chunk, never a
 per-character Python loop. A number cut by the chunk end is given again (it
 is not consumed), but the scanner remembers how much of it it has read and
-where in the number's grammar it stopped, and resumes there: a huge number
-fed in small chunks costs work linear in its length.
+where in the number's grammar it stopped, and resumes there; a number longer
+than :data:`MAX_NUMBER` characters is an error at that length.
 """
 
 from __future__ import annotations
@@ -25,7 +25,12 @@ from __future__ import annotations
 import re
 from .text import skip_json_ws
 
-__all__ = ("JsonScanner",)
+__all__ = ("MAX_NUMBER", "JsonScanner")
+
+MAX_NUMBER = 4096
+"""The longest number accepted, in characters. A number is held until it ends; a longer one
+is an error at this length (Python's ``json`` refuses integers over 4,300 digits anyway), so a
+model that writes digits forever costs neither unbounded memory nor repeated copying."""
 
 # The longest run of string content with its complete escapes (the "unrolled loop": every
 # repetition starts at a mandatory backslash, so nothing is ambiguous and the match is linear).
@@ -230,6 +235,10 @@ class JsonScanner:
                         part = _NUMBER_PART.match(text, pos)
                     assert part is not None  # every part of these patterns is optional
                     part_end = part.end()
+                    if part_end - pos > MAX_NUMBER:  # decided on the length alone: the same on every split
+                        self._num_seen = 0
+                        self._state = st
+                        return self._fail(pos + MAX_NUMBER, safe)
                     if part_end == n and not final:
                         self._num_phase = _number_phase(text, pos + seen, n, phase)
                         self._num_seen = n - pos

@@ -186,8 +186,8 @@ def _cases() -> list[Case]:
         "a header longer than the longest offered name + 64 is no call: surfaced as it comes")
     add("qwen3_coder", "qwen3", "blank-run-before-typed-value", "<tool_call>\n<function=search>\n<parameter=n>\n", " ",
         "held", "a typed value is converted whole (a blank run is checked once, not rescanned per chunk)")
-    add("hermes", "qwen3", "huge-number-arg", '<tool_call>\n{"name": "search", "arguments": {"n": -1', "7", "held",
-        "a number is held whole (resumed where the last chunk cut it, not rescanned)")
+    add("hermes", "qwen3", "huge-number-arg", '<tool_call>\n{"name": "search", "arguments": {"n": -1', "7", "streams",
+        "a number is held up to MAX_NUMBER characters; the rest is surfaced as content")
     for tp in ("glm45", "glm47"):
         add(tp, "glm45", "open-string-param", "<tool_call>search\n<arg_key>q</arg_key>\n<arg_value>", X, "streams")
         add(tp, "glm45", "open-typed-param", "<tool_call>search\n<arg_key>n</arg_key>\n<arg_value>", "1", "held", "a typed value is converted whole")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from deltaflow._core.jsonscan import JsonScanner
+from deltaflow._core.jsonscan import MAX_NUMBER, JsonScanner
 
 
 @dataclass(frozen=True)
@@ -285,19 +285,31 @@ def test_numbers_scan_the_same_on_every_split(text: str) -> None:
         ), label
 
 
-def test_huge_number_resumes_where_it_stopped() -> None:
-    """A 200k-digit number given again with each chunk is resumed where the last scan stopped, not reread."""
+def test_long_number_resumes_where_it_stopped() -> None:
+    """A number given again with each chunk is resumed where the last scan stopped, not reread."""
     s = JsonScanner()
     consumed, _ = s.scan("[", 0)
     assert consumed == 1
     buf = ""
-    for _ in range(200):
-        buf += "7" * 1000
+    for _ in range(MAX_NUMBER // 100):
+        buf += "7" * 100
         consumed, safe = s.scan(buf, 0)
         assert (consumed, safe) == (0, -1)  # the number may go on: given again with more text
         assert s._num_seen == len(buf)  # the next scan reads from here on (internal bookkeeping)
     consumed, safe = s.scan(buf + "]", 0)
     assert s.done and consumed == safe == len(buf) + 1
+
+
+@pytest.mark.parametrize("length", [MAX_NUMBER, MAX_NUMBER + 1, 3 * MAX_NUMBER])
+def test_a_number_over_the_limit_is_an_error_at_the_limit_on_every_split(length: int) -> None:
+    """A number longer than MAX_NUMBER characters fails at that length, whole or in chunks of any size."""
+    text = '{"n": ' + "9" * length + "}"
+    over = length > MAX_NUMBER
+    for size in (1, 7, 1000, len(text)):
+        got = scan_pieces([text[i : i + size] for i in range(0, len(text), size)])
+        assert got.scanner.error is over and got.scanner.done is not over, size
+        if over:
+            assert got.consumed == 6 + MAX_NUMBER and got.last_safe == 1, size  # consumed: the error position
 
 
 RUN_TEXTS = [
