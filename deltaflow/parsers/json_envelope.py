@@ -53,6 +53,7 @@ _decode = decode_json_string
 # Parser states.
 (_OPEN, _PRE, _KEY0, _KEY, _KEYSTR, _COLON, _VAL, _NAME, _ARGS, _ARGSTR, _SKIP, _AFTER, _POST, _DONE,
  _ARRAY, _ELEM_AFTER, _TRAIL) = range(17)
+_BLANK_RUN_MAX = 256  # the longest run of blanks after an array element that is held
 # States whose input may begin with insignificant whitespace.
 _WS_FIRST = frozenset((_OPEN, _PRE, _KEY0, _KEY, _COLON, _VAL, _AFTER, _ARRAY))
 
@@ -122,7 +123,7 @@ class JsonEnvelopeParser:
     __slots__ = (
         "done", "_ctx", "_spec", "_state", "_call", "_named", "_name_key", "_args_key",
         "_scan", "_key_parts", "_val_parts", "_pending", "_emit_from", "_raw_from", "_uncommitted",
-        "_open_idx", "_args_started", "_args_done", "_text", "_envelopes", "_open_seq", "_close",
+        "_open_idx", "_args_started", "_args_done", "_text", "_envelopes", "_open_seq", "_close", "_ws_carry",
     )
 
     def __init__(self, ctx: ToolParserContext, spec: JsonEnvelopeSpec) -> None:
@@ -136,6 +137,7 @@ class JsonEnvelopeParser:
         self._close = spec.close
         self._text = ""
         self._raw_from = 0
+        self._ws_carry = 0  # blanks after an array element already attributed (a run over _BLANK_RUN_MAX)
         self._new_call()
 
     def _new_call(self) -> None:
@@ -434,10 +436,19 @@ class JsonEnvelopeParser:
         """
         n = len(text)
         ws_end = skip_json_ws(text, pos)
+        # A run of blanks longer than _BLANK_RUN_MAX is raw text of the last call, attributed as
+        # it is read (decided on the run's length alone, so the same on every chunking); a
+        # shorter run waits until what follows it is known.
+        run = ws_end - pos + self._ws_carry
+        if run > _BLANK_RUN_MAX:
+            self._emit(out, ws_end)
+            self._ws_carry = run if ws_end >= n else 0
+            pos = ws_end
         if ws_end >= n:
             if final:  # the array was cut short after a complete call
                 return self._finish_block(pos), False
             return pos, False
+        self._ws_carry = 0
         c = text[ws_end]
         if c == ",":
             # Another call; the blanks and the comma are raw text of the new call.

@@ -84,7 +84,7 @@ from .._core.schema import (
     parameter_plans,
     tentative,
 )
-from .base import ToolParserBase
+from .base import BLANK_RUN_MAX, ToolParserBase
 from .spec import ToolParserContext
 
 __all__ = ("XmlFunctionParser", "XmlFunctionSpec")
@@ -370,6 +370,8 @@ class XmlFunctionParser(ToolParserBase):
                 # A call is announced only once its header is followed by a tag of its body
                 # (or the output ends), so prose after "<function=x>" or "<tool_call>x" stays prose.
                 p = self._sep(text, pos)
+                if p - pos > BLANK_RUN_MAX:  # no body tag after that many blanks: not a call (bounded hold)
+                    return self.abort(out, pos)
                 w = _which(text, p, t.body_markers + t.sep_markers, final)
                 if w == _NEED:
                     return pos  # the whitespace too: it is surfaced with the header if no tag follows
@@ -446,6 +448,8 @@ class XmlFunctionParser(ToolParserBase):
                     return pos
             elif st == _AFTER:
                 p = self._sep(text, pos)
+                if p - pos > BLANK_RUN_MAX:  # that many blanks after a call end the block (bounded hold)
+                    return self.finish_block(pos)
                 w = _which(text, p, t.block_markers + t.sep_markers, final)
                 if w == _NEED:
                     return pos  # whitespace and a partial tag: held by the caller

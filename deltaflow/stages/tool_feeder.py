@@ -29,6 +29,7 @@ from ..items import Channel, ChannelText
 from ..parsers.spec import ToolDialect, ToolParser, ToolParserContext
 from ..tools import ToolSpec
 from .._core.text import skip_json_ws
+from ..parsers.base import BLANK_RUN_MAX
 
 __all__ = ("ToolBlockFeeder",)
 
@@ -166,16 +167,26 @@ class ToolBlockFeeder:
                 return
             if self._after_block:
                 ws_end = skip_json_ws(text, pos)
-                if ws_end >= n and not final:
-                    self._hold(text[pos:], ch)
-                    return
-                if ws_end < n and (
-                    self._open_re.match(text, ws_end)
-                    or (self._start_openers and ch not in self._started and self._started_at(text, ws_end))
+                # A run longer than BLANK_RUN_MAX is text after the block, not the gap to the next
+                # one: decided on its length alone (the same on every chunking), so the hold is bounded.
+                long_run = ws_end - pos > BLANK_RUN_MAX
+                if not long_run:
+                    if ws_end >= n and not final:
+                        self._hold(text[pos:], ch)
+                        return
+                    if ws_end < n and (
+                        self._open_re.match(text, ws_end)
+                        or (self._start_openers and ch not in self._started and self._started_at(text, ws_end))
+                    ):
+                        self._start(ch)  # the whitespace becomes raw text of the next call
+                        continue
+                if (
+                    not long_run
+                    and not final
+                    and ws_end < n
+                    and n - ws_end <= self._hb.longest
+                    and self._hb.holds(text[ws_end:])
                 ):
-                    self._start(ch)  # the whitespace becomes raw text of the next call
-                    continue
-                if not final and ws_end < n and n - ws_end <= self._hb.longest and self._hb.holds(text[ws_end:]):
                     self._hold(text[pos:], ch)
                     return
                 self._after_block = False

@@ -281,8 +281,12 @@ def _cases() -> list[Case]:
     add("apertus", None, "open-string-arg", '<|tools_prefix|>[{"search": {"q": "', X, "streams")
     add("apertus", None, "opener-prefix-repeat", "", "<|tools_prefi" + X, "streams")
     add("apertus", None, "open-name", '<|tools_prefix|>[{"', X, "held", "a name is held whole (name filter)")
+    add("qwen3_coder", None, "blanks-after-header", "<tool_call>\n<function=search>", " ", "streams",
+        "blanks after a call header are held up to 256; a longer run means no call")
+    add("minimax_m2", None, "blanks-after-call", '<minimax:tool_call>\n<invoke name="search">\n</invoke>', " ",
+        "streams", "blanks after a call are held up to 256; a longer run ends the block")
     add("hunyuan_a13b", None, "blanks-between-elements", '<tool_calls>[{"name": "search", "arguments": {}}', " ",
-        "held", "blanks after an array element are held until what follows is known")
+        "streams", "blanks after an array element are held up to 256; a longer run is raw text of the last call")
     add("ernie45", None, "blanks-after-closer", '<tool_call>{"name": "search", "arguments": {}}</tool_call>', " ",
         "streams")
 

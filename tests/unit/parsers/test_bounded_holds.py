@@ -73,3 +73,36 @@ def test_header_longer_than_offered_names_is_no_call(tool_parser: str, template:
     m = check_chunkings(template.format(name), tool_parser=tool_parser, tools=TOOLS, seeds=range(2))
     assert [c.function.name for c in m.tool_calls] == ["f"]
     assert m.content is not None and name in m.content and m.content.endswith("after")
+
+
+@pytest.mark.parametrize("blanks", [5, 256, 257, 1000])
+@pytest.mark.parametrize(
+    "tool_parser,head,tail",
+    [
+        ("qwen3_coder", "<tool_call>\n<function=search>", "<parameter=q>\nx\n</parameter>\n</function>\n</tool_call>"),
+        ("minimax_m2", '<minimax:tool_call>\n<invoke name="search">\n</invoke>',
+         '<invoke name="search">\n</invoke>\n</minimax:tool_call>'),
+    ],
+    ids=["after-header", "after-call"],
+)
+def test_blank_runs_outside_values_are_bounded_and_split_independent(
+    tool_parser: str, head: str, tail: str, blanks: int
+) -> None:
+    """Up to 256 blanks after a header or a call change nothing; a longer run ends the call or block, on every split."""
+    tools = [{"name": "search", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}]
+    m = check_chunkings(head + " " * blanks + tail, tool_parser=tool_parser, tools=tools)
+    n_calls = len(m.tool_calls)
+    if blanks <= 256:
+        assert n_calls == (1 if tool_parser == "qwen3_coder" else 2)
+    else:
+        assert n_calls == (0 if tool_parser == "qwen3_coder" else 1)
+        assert m.content is not None and " " * blanks in m.content
+
+
+@pytest.mark.parametrize("blanks", [3, 256, 257, 2000])
+def test_blanks_between_blocks_are_the_gap_up_to_the_limit_then_content(blanks: int) -> None:
+    """Up to 256 blanks between two blocks are the next call's raw text; a longer run is content, on every split."""
+    block = '<tool_call>\n{"name": "search", "arguments": {"q": "x"}}\n</tool_call>'
+    m = check_chunkings(block + " " * blanks + block, tool_parser="hermes")
+    assert len(m.tool_calls) == 2
+    assert (m.content or "") == ("" if blanks <= 256 else " " * blanks)

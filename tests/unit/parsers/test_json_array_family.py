@@ -368,3 +368,14 @@ def test_final_always_ends_the_block(dialect: str) -> None:
     text = block(dialect, TWO[:1]) + " x"
     for i in range(0, len(text) + 1, 3):
         check_chunkings(text[:i], tool_parser=dialect, seeds=range(1))
+
+
+@pytest.mark.parametrize("blanks", [10, 256, 257, 300, 2000])
+@pytest.mark.parametrize("follow", [', {"name": "rm_rf", "arguments": {}}]</tool_calls>', "]</tool_calls>", "x"])
+def test_a_long_blank_run_between_elements_gives_the_same_result_on_every_chunking(blanks: int, follow: str) -> None:
+    """Blanks after an array element: a run over 256 is attributed as it is read, identically on every split."""
+    text = '<tool_calls>[{"name": "get_weather", "arguments": {"city": "Oslo"}}' + " " * blanks + follow
+    m = check_chunkings(text, tool_parser="hunyuan_a13b", tools=tools("get_weather"))
+    assert calls(m) == [("get_weather", {"city": "Oslo"})]
+    if "rm_rf" in follow:
+        assert '"rm_rf"' in (m.content or "")
