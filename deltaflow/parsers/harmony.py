@@ -431,6 +431,18 @@ class HarmonyRouter:
         self._calls += 1
         return n
 
+    def _release_rest(self, text: str, pos: int, final: bool, ch: Channel, out: list[object]) -> list[object]:
+        """``text[pos:]`` has no marker: release it on ``ch`` (a marker prefix at its end is held)."""
+        n = len(text)
+        k = 0 if final else self._hb.held(text, pos)
+        if n - k > pos:
+            out.append(ChannelText(ch, text[pos : n - k]))
+        if final:
+            self._between(n)
+        else:
+            self._hold(text, n - k, n - k)
+        return out
+
     def _between(self, pos: int) -> None:
         """After a message (or at the output start): text here may be a header's role part."""
         self._state = _HEADER
@@ -586,14 +598,7 @@ class HarmonyRouter:
                 # terminator; a <|start|> begins the next header.
                 m = _MARKER_RE.search(text, pos)
                 if m is None:
-                    k = 0 if final else self._hb.held(text, pos)
-                    if n - k > pos:
-                        out.append(ChannelText(content, text[pos : n - k]))
-                    if final:
-                        self._between(n)
-                    else:
-                        self._hold(text, n - k, n - k)
-                    return out
+                    return self._release_rest(text, pos, final, content, out)
                 mk = m.group()
                 if mk == START:
                     if m.start() > pos:
@@ -615,14 +620,7 @@ class HarmonyRouter:
             if st == _STRAY:
                 m = _MARKER_RE.search(text, pos)
                 if m is None:
-                    k = 0 if final else self._hb.held(text, pos)
-                    if n - k > pos:
-                        out.append(ChannelText(content, text[pos : n - k]))
-                    if final:
-                        self._between(n)
-                    else:
-                        self._hold(text, n - k, n - k)
-                    return out
+                    return self._release_rest(text, pos, final, content, out)
                 i = m.start()
                 if i > pos:
                     out.append(ChannelText(content, text[pos:i]))

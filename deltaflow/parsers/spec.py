@@ -15,7 +15,13 @@ if TYPE_CHECKING:
     from ..items import Channel, ToolDelta
     from ..tools import ToolSpec
 
-__all__ = ("ReasoningSpec", "ToolDialect", "ToolParser", "ToolParserContext")
+__all__ = ("ReasoningSpec", "ToolDialect", "ToolParser", "ToolParserContext", "all_prefixes")
+
+
+def all_prefixes(*markers: str) -> tuple[str, ...]:
+    """Every proper prefix of ``markers``, each once, in order: the ``token_prefixes`` to declare
+    for markers that a tokenizer may split anywhere (no tokenizer of the family to check against)."""
+    return tuple(dict.fromkeys(m[:k] for m in markers for k in range(1, len(m))))
 
 
 @dataclass(frozen=True)

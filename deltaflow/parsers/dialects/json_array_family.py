@@ -64,63 +64,20 @@ every proper prefix (holding more is never wrong, only later).
 
 from __future__ import annotations
 
-from ..json_envelope import JsonEnvelopeParser, JsonEnvelopeSpec
+from ..json_envelope import JsonEnvelopeSpec
 from ..registry import register_tool_parser
-from ..spec import ToolDialect, ToolParserContext
+from ..spec import all_prefixes
+from .json_tools import json_envelope_dialect
 
-__all__ = ("all_prefixes", "json_array_dialect")
-
-
-def all_prefixes(*markers: str) -> tuple[str, ...]:
-    """Every proper prefix of ``markers`` (for markers that a tokenizer may split anywhere)."""
-    return tuple(dict.fromkeys(m[:k] for m in markers for k in range(1, len(m))))
-
-
-def json_array_dialect(
-    name: str,
-    spec: JsonEnvelopeSpec,
-    *,
-    start_openers: tuple[str, ...] = (),
-    token_prefixes: tuple[str, ...] = (),
-    tokenizers: tuple[str, ...] = (),
-    description: str = "",
-    families: tuple[str, ...] = (),
-) -> ToolDialect:
-    """Declare a JSON-envelope dialect with every opener of ``spec`` (its variants too).
-
-    Args:
-        name: the registry name.
-        spec: the envelope declaration.
-        start_openers: openers valid only at the start of a channel (a bare ``[``).
-        token_prefixes: opener prefixes a real tokenizer leaves at a token boundary.
-        tokenizers: reference tokenizers the prefixes were checked against.
-        description: one line for ``deltaflow parsers``.
-        families: model families served.
-
-    Returns:
-        The declaration (not registered).
-    """
-
-    def factory(ctx: ToolParserContext) -> JsonEnvelopeParser:
-        return JsonEnvelopeParser(ctx, spec)
-
-    return ToolDialect(
-        name=name,
-        openers=spec.openers(),
-        markers=spec.markers(),
-        start_openers=start_openers,
-        factory=factory,
-        token_prefixes=token_prefixes,
-        tokenizers=tokenizers,
-        description=description,
-        families=families,
-    )
-
+__all__ = (
+    "APERTUS", "APRIEL", "ERNIE45", "FIREFUNCTION_V2", "GIGACHAT3", "GRANITE", "GRANITE4", "GRANITE_20B_FC",
+    "HUNYUAN_A13B", "JAMBA", "LONGCAT", "NEMOTRON", "PHI4_MINI_JSON", "XLAM",
+)
 
 _ARGS = ("arguments", "parameters")
 
 GRANITE = register_tool_parser(
-    json_array_dialect(
+    json_envelope_dialect(
         "granite",
         JsonEnvelopeSpec(
             open=("<|tool_call|>",),
@@ -139,7 +96,7 @@ GRANITE = register_tool_parser(
 )
 
 GRANITE4 = register_tool_parser(
-    json_array_dialect(
+    json_envelope_dialect(
         "granite4",
         JsonEnvelopeSpec(open=("<tool_call>",), close="</tool_call>", args_fields=_ARGS),
         token_prefixes=all_prefixes("<tool_call>"),
@@ -149,7 +106,7 @@ GRANITE4 = register_tool_parser(
 )
 
 GRANITE_20B_FC = register_tool_parser(
-    json_array_dialect(
+    json_envelope_dialect(
         "granite-20b-fc",
         JsonEnvelopeSpec(open=("<function_call>",), close=None, args_fields=_ARGS),
         token_prefixes=all_prefixes("<function_call>"),
@@ -159,7 +116,7 @@ GRANITE_20B_FC = register_tool_parser(
 )
 
 HUNYUAN_A13B = register_tool_parser(
-    json_array_dialect(
+    json_envelope_dialect(
         "hunyuan_a13b",
         JsonEnvelopeSpec(open=("<tool_calls>",), close="</tool_calls>", args_fields=_ARGS, array=True),
         token_prefixes=all_prefixes("<tool_calls>"),  # section 14: every Hunyuan marker is split text
@@ -169,7 +126,7 @@ HUNYUAN_A13B = register_tool_parser(
 )
 
 ERNIE45 = register_tool_parser(
-    json_array_dialect(
+    json_envelope_dialect(
         "ernie45",
         # The newline ERNIE writes after each </tool_call> is framing (vLLM's parser skips those newline tokens).
         JsonEnvelopeSpec(open=("<tool_call>",), close="</tool_call>", args_fields=_ARGS, trailing_blanks=True),
@@ -180,7 +137,7 @@ ERNIE45 = register_tool_parser(
 )
 
 XLAM = register_tool_parser(
-    json_array_dialect(
+    json_envelope_dialect(
         "xlam",
         JsonEnvelopeSpec(
             open=("<tool_call>",),
@@ -198,7 +155,7 @@ XLAM = register_tool_parser(
 )
 
 JAMBA = register_tool_parser(
-    json_array_dialect(
+    json_envelope_dialect(
         "jamba",
         JsonEnvelopeSpec(open=("<tool_calls>",), close="</tool_calls>", args_fields=_ARGS, array=True),
         token_prefixes=(),  # vLLM's jamba parser looks up the ids of <tool_calls> / </tool_calls>
@@ -208,7 +165,7 @@ JAMBA = register_tool_parser(
 )
 
 APRIEL = register_tool_parser(
-    json_array_dialect(
+    json_envelope_dialect(
         "apriel",
         JsonEnvelopeSpec(open=("<tool_calls>",), close="</tool_calls>", args_fields=_ARGS, array=True),
         token_prefixes=all_prefixes("<tool_calls>"),
@@ -218,7 +175,7 @@ APRIEL = register_tool_parser(
 )
 
 NEMOTRON = register_tool_parser(
-    json_array_dialect(
+    json_envelope_dialect(
         "nemotron",
         JsonEnvelopeSpec(open=("<TOOLCALL>",), close="</TOOLCALL>", args_fields=_ARGS, array=True),
         token_prefixes=all_prefixes("<TOOLCALL>"),
@@ -228,7 +185,7 @@ NEMOTRON = register_tool_parser(
 )
 
 PHI4_MINI_JSON = register_tool_parser(
-    json_array_dialect(
+    json_envelope_dialect(
         "phi4_mini_json",
         JsonEnvelopeSpec(open=("functools",), close=None, args_fields=_ARGS, array=True),
         token_prefixes=all_prefixes("functools"),
@@ -238,7 +195,7 @@ PHI4_MINI_JSON = register_tool_parser(
 )
 
 FIREFUNCTION_V2 = register_tool_parser(
-    json_array_dialect(
+    json_envelope_dialect(
         "firefunction_v2",
         JsonEnvelopeSpec(open=("functools",), close=None, args_fields=_ARGS, array=True),
         token_prefixes=all_prefixes("functools"),
@@ -248,7 +205,7 @@ FIREFUNCTION_V2 = register_tool_parser(
 )
 
 APERTUS = register_tool_parser(
-    json_array_dialect(
+    json_envelope_dialect(
         "apertus",
         JsonEnvelopeSpec(open=("<|tools_prefix|>",), close="<|tools_suffix|>", array=True, name_keyed=True),
         # vLLM's apertus parser buffers partial <|tools_prefix|> text: treated as splittable.
@@ -259,7 +216,7 @@ APERTUS = register_tool_parser(
 )
 
 LONGCAT = register_tool_parser(
-    json_array_dialect(
+    json_envelope_dialect(
         "longcat",
         JsonEnvelopeSpec(open=("<longcat_tool_call>",), close="</longcat_tool_call>", args_fields=_ARGS),
         token_prefixes=all_prefixes("<longcat_tool_call>"),
@@ -269,7 +226,7 @@ LONGCAT = register_tool_parser(
 )
 
 GIGACHAT3 = register_tool_parser(
-    json_array_dialect(
+    json_envelope_dialect(
         "gigachat3",
         JsonEnvelopeSpec(
             open=("<|message_sep|>", "function call", "<|role_sep|>"),

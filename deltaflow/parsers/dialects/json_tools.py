@@ -38,7 +38,8 @@ def json_envelope_dialect(
 
     Args:
         name: the registry name.
-        spec: the envelope declaration (opener, closer, argument fields).
+        spec: the envelope declaration (opener, closer, argument fields; every
+            opener of its variants opens a block too).
         start_openers: extra openers valid only at the start of a channel.
         token_prefixes: opener prefixes a real tokenizer leaves at a token boundary.
         tokenizers: reference tokenizers the prefixes were checked against.
@@ -51,8 +52,8 @@ def json_envelope_dialect(
 
     return ToolDialect(
         name=name,
-        openers=spec.open[:1],
-        markers=spec.open + ((spec.close,) if spec.close else ()),
+        openers=spec.openers(),
+        markers=spec.markers(),
         start_openers=start_openers,
         factory=factory,
         token_prefixes=token_prefixes,

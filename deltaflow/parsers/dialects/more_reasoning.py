@@ -69,7 +69,7 @@ Apriel's ``[BEGIN FINAL RESPONSE]`` with a prompt-prefilled label.
 from __future__ import annotations
 
 from ..registry import register_reasoning_parser
-from ..spec import ReasoningSpec
+from ..spec import ReasoningSpec, all_prefixes
 
 __all__ = (
     "COMMAND_R7B", "ERNIE45", "GEMMA4", "GRANITE", "GRANITE_THINKING", "HOLO2", "HUNYUAN_A13B", "HY_V3",
@@ -80,11 +80,6 @@ THINK_START = "<think>"
 THINK_END = "</think>"
 GRANITE_START = "Here is my thought process:"
 GRANITE_END = "Here is my response:"
-
-
-def all_prefixes(*markers: str) -> tuple[str, ...]:
-    """Every proper prefix of the markers (what ``chunking="any"`` holds), in order, without duplicates."""
-    return tuple(dict.fromkeys(m[:k] for m in markers for k in range(1, len(m))))
 
 
 _THINK_PREFIXES = all_prefixes(THINK_START, THINK_END)

@@ -16,7 +16,7 @@ with the following newlines, leaving ``</think`` at a token boundary.
 from __future__ import annotations
 
 from ..registry import register_reasoning_parser
-from ..spec import ReasoningSpec
+from ..spec import ReasoningSpec, all_prefixes
 
 _SPLIT_THINK_PREFIXES = ("<", "<th", "<think", "</", "</think")
 
@@ -57,7 +57,7 @@ DEEPSEEK_V4 = register_reasoning_parser(
         end="</think>",
         starts_open=True,
         # <think>/</think> are single DeepSeek tokens; the DSML opener is split text.
-        token_prefixes=tuple(_DSML_V4[:k] for k in range(1, len(_DSML_V4))),
+        token_prefixes=all_prefixes(_DSML_V4),
         tokenizers=("deepseek-v3.1",),
         turn_markers=("<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"),
         implicit_end=(_DSML_V4,),
@@ -73,9 +73,7 @@ LING3 = register_reasoning_parser(
         start="<think>",
         end="</think>",
         starts_open=True,
-        token_prefixes=tuple(
-            dict.fromkeys(m[:k] for m in ("<think>", "</think>", "<tool_call>") for k in range(1, len(m)))
-        ),
+        token_prefixes=all_prefixes("<think>", "</think>", "<tool_call>"),
         implicit_end=("<tool_call>",),
         families=("Ling 3",),
     )
@@ -91,7 +89,7 @@ KIMI_VL = register_reasoning_parser(
         start=_KIMI_VL_MARKERS[0],
         end=_KIMI_VL_MARKERS[1],
         starts_open=False,
-        token_prefixes=tuple(dict.fromkeys(m[:k] for m in _KIMI_VL_MARKERS for k in range(1, len(m)))),
+        token_prefixes=all_prefixes(*_KIMI_VL_MARKERS),
         families=("Kimi-VL-A3B-Thinking",),
     )
 )

@@ -17,7 +17,7 @@ import pytest
 from deltaflow import ChatMessage, ResponseParser, accumulate, parse_complete
 from deltaflow.items import Channel, ToolDelta
 from deltaflow.parsers import JsonEnvelopeParser, JsonEnvelopeSpec, ToolParserContext, registry
-from deltaflow.parsers.dialects.json_array_family import all_prefixes
+from deltaflow.parsers.spec import all_prefixes
 from deltaflow.testing import check_chunkings, feed_chunks, message_key, split_at
 
 NAMES = (

@@ -160,7 +160,7 @@ def test_reentrant_is_off_with_thinking_disabled() -> None:
 
 def test_tokens_mode_agrees_when_every_prefix_is_declared() -> None:
     """With every marker prefix declared, "tokens" chunking gives the same split as "any"."""
-    from deltaflow.parsers.dialects.more_reasoning import all_prefixes
+    from deltaflow.parsers.spec import all_prefixes
 
     spec = ReasoningSpec(
         name="t_tok", start="<c>", end="</c>", starts_open=False, reentrant=True,
