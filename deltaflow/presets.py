@@ -136,6 +136,7 @@ _TABLE: tuple[tuple[str, str | None, str | None], ...] = (
     ("Salesforce/Llama-xLAM-2-8b-fc-r", "xlam", None),
     ("Salesforce/xLAM-2-32b-fc-r", "xlam", None),
     ("ai21labs/AI21-Jamba-Mini-1.6", "jamba", None),
+    ("CohereLabs/c4ai-command-r7b-12-2024", "command_r7b", "command_r7b"),
     ("ServiceNow-AI/Apriel-1.5-15b-Thinker", "apriel", None),
     ("nvidia/NVIDIA-Nemotron-Nano-9B-v2", "nemotron", "qwen3"),
     ("microsoft/Phi-4-mini-instruct", "phi4_mini_json", None),

@@ -102,6 +102,7 @@ TOOL_MARKERS: dict[str, tuple[str, ...]] = {
     "phi4_mini_json": ("functools",),
     "firefunction_v2": ("functools",),
     "apertus": ("<|tools_prefix|>", "<|tools_suffix|>"),
+    "command_r7b": ("<|START_ACTION|>", "<|END_ACTION|>"),
     "longcat": ("<longcat_tool_call>", "</longcat_tool_call>"),
     "gigachat3": ("<|message_sep|>", "function call", "<|role_sep|>", "<|function_call|>", "</s>"),
     "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>", "[", "("),
@@ -146,6 +147,7 @@ REASONING_FOR: dict[str, tuple[str | None, ...]] = {
     "phi4_mini_json": (None,),
     "firefunction_v2": (None,),
     "apertus": (None,),
+    "command_r7b": (None, "command_r7b"),
     "longcat": (None,),
     "gigachat3": (None,),
     "lfm2": (None, "qwen3"),
@@ -567,6 +569,7 @@ _ARRAY_HEADS: dict[str, tuple[tuple[str, str], ...]] = {
     "jamba": (("<tool_calls>", "</tool_calls>"),),
     "apriel": (("<tool_calls>", "</tool_calls>"),),
     "nemotron": (("<TOOLCALL>", "</TOOLCALL>"),),
+    "command_r7b": (("<|START_ACTION|>", "<|END_ACTION|>"),),
     "phi4_mini_json": (("functools", ""),),
     "firefunction_v2": (("functools", ""),),
     "apertus": (("<|tools_prefix|>", "<|tools_suffix|>"),),
@@ -586,6 +589,9 @@ def _json_array_block(dialect: str):
                 segs.append(Seg(draw(st.sampled_from((", ", ",", ",\n "))), "opt"))
             if dialect == "apertus":
                 segs.append(Seg(dumps(draw, {n: draw(arguments())}), "call", first + i))
+            elif dialect == "command_r7b":
+                obj = {"tool_call_id": str(first + i), "tool_name": n, "parameters": draw(arguments())}
+                segs.append(Seg(dumps(draw, obj), "call", first + i))
             else:
                 segs.append(Seg(_json_envelope(draw, n, ("arguments", "parameters")), "call", first + i))
         return segs + [Seg("]" + tail, "opt")]
@@ -630,6 +636,7 @@ BLOCKS = {
     "phi4_mini_json": _json_array_block("phi4_mini_json"),
     "firefunction_v2": _json_array_block("firefunction_v2"),
     "apertus": _json_array_block("apertus"),
+    "command_r7b": _json_array_block("command_r7b"),
     "longcat": _json_call_block("longcat"),
     "gigachat3": _json_call_block("gigachat3"),
     "lfm2": block_lfm2,

@@ -285,6 +285,10 @@ def _cases() -> list[Case]:
         "blanks after a call header are held up to 256; a longer run means no call")
     add("minimax_m2", None, "blanks-after-call", '<minimax:tool_call>\n<invoke name="search">\n</invoke>', " ",
         "streams", "blanks after a call are held up to 256; a longer run ends the block")
+    add("command_r7b", None, "open-string-arg", '<|START_ACTION|>[{"tool_name": "search", "parameters": {"q": "', X,
+        "streams")
+    add("command_r7b", None, "opener-prefix-repeat", "", "<|START_ACTIO" + X, "streams")
+    add("command_r7b", None, "open-name", '<|START_ACTION|>[{"tool_name": "', X, "held", "a name is held whole (name filter)")
     add("hunyuan_a13b", None, "blanks-between-elements", '<tool_calls>[{"name": "search", "arguments": {}}', " ",
         "streams", "blanks after an array element are held up to 256; a longer run is raw text of the last call")
     add("ernie45", None, "blanks-after-closer", '<tool_call>{"name": "search", "arguments": {}}</tool_call>', " ",

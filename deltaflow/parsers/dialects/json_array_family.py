@@ -70,7 +70,7 @@ from ..spec import all_prefixes
 from .json_tools import json_envelope_dialect
 
 __all__ = (
-    "APERTUS", "APRIEL", "ERNIE45", "FIREFUNCTION_V2", "GIGACHAT3", "GRANITE", "GRANITE4", "GRANITE_20B_FC",
+    "APERTUS", "APRIEL", "COMMAND_R7B", "ERNIE45", "FIREFUNCTION_V2", "GIGACHAT3", "GRANITE", "GRANITE4", "GRANITE_20B_FC",
     "HUNYUAN_A13B", "JAMBA", "LONGCAT", "NEMOTRON", "PHI4_MINI_JSON", "XLAM",
 )
 
@@ -161,6 +161,24 @@ JAMBA = register_tool_parser(
         token_prefixes=(),  # vLLM's jamba parser looks up the ids of <tool_calls> / </tool_calls>
         description='AI21 Jamba: <tool_calls>[{"name", "arguments"}, ...]</tool_calls>',
         families=("Jamba 1.5", "Jamba 1.6", "Jamba 1.7"),
+    )
+)
+
+COMMAND_R7B = register_tool_parser(
+    json_envelope_dialect(
+        "command_r7b",
+        JsonEnvelopeSpec(
+            open=("<|START_ACTION|>",),
+            close="<|END_ACTION|>",
+            name_field="tool_name",
+            args_fields=("parameters",),
+            array=True,
+        ),
+        # Cohere's action markers are special tokens (llama.cpp's Command R7B handler matches them whole);
+        # the model's "tool_call_id" member is read past like any other member.
+        token_prefixes=(),
+        description='Command R7B: <|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}, ...]<|END_ACTION|>',
+        families=("Command R7B", "Command A"),
     )
 )
 

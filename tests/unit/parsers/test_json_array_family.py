@@ -379,3 +379,17 @@ def test_a_long_blank_run_between_elements_gives_the_same_result_on_every_chunki
     assert calls(m) == [("get_weather", {"city": "Oslo"})]
     if "rm_rf" in follow:
         assert '"rm_rf"' in (m.content or "")
+
+
+def test_command_r7b_action_block_with_thinking_on_every_chunking() -> None:
+    """Command R7B: calls in <|START_ACTION|>[...]<|END_ACTION|> after a thinking block; the id member is read past."""
+    text = (
+        "<|START_THINKING|>Look it up.<|END_THINKING|><|START_ACTION|>[\n"
+        '    {"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"city": "Oslo"}},\n'
+        '    {"tool_call_id": "1", "tool_name": "rm_rf", "parameters": {"path": "/"}}\n'
+        "]<|END_ACTION|>"
+    )
+    m = check_chunkings(text, tool_parser="command_r7b", reasoning_parser="command_r7b", tools=tools("get_weather"))
+    assert m.reasoning_content == "Look it up."
+    assert calls(m) == [("get_weather", {"city": "Oslo"})]
+    assert '"rm_rf"' in (m.content or "")
