@@ -56,7 +56,7 @@ import math
 import re
 
 from ..._core.holdback import MarkerHoldback
-from ..._core.schema import json_string
+from ..._core.schema import json_fragment, json_string
 from ..._core.text import skip_space
 from ..base import ToolParserBase
 from ..registry import register_tool_parser
@@ -80,22 +80,6 @@ _STR_STOP = re.compile(re.escape(GEMMA4_QUOTE) + "|" + re.escape(GEMMA4_CLOSE))
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z")
 _LOOSE_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
 _INT = re.compile(r"[+-]?[0-9]+\Z")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _escape_surrogate(m: re.Match[str]) -> str:
-    return f"\\u{ord(m.group()):04x}"
-
-
-def _json_fragment(text: str) -> str:
-    """``text`` JSON-escaped without quotes, each character on its own (lone surrogates as ``\\uXXXX``).
-
-    Escaping never depends on the other characters of the piece, so a string
-    streamed in any chunking gives the same arguments text.
-    """
-    out = json.dumps(text, ensure_ascii=False)[1:-1]
-    return _SURROGATE.sub(_escape_surrogate, out) if _SURROGATE.search(out) else out
-
 
 # Parser states.
 _OPEN, _CALLW, _NAME, _KEY, _KEYB, _KEYQ, _COLON, _VALUE, _STR, _SCALAR, _AFTER, _POST, _DONE = range(13)
@@ -328,9 +312,9 @@ class Gemma4ToolParser(ToolParserBase):
                 if m is None:
                     end = n if final else n - self._hold.held(text, pos)
                     if end > pos:
-                        self.emit(out, end, args=_json_fragment(text[pos:end]))
+                        self.emit(out, end, args=json_fragment(text[pos:end]))
                     return end
-                piece = _json_fragment(text[pos : m.start()])
+                piece = json_fragment(text[pos : m.start()])
                 if m.group() == GEMMA4_CLOSE:  # the block closes inside the string
                     self.emit(out, m.start(), args=piece + '"')
                     self._in_str = False
