@@ -37,6 +37,7 @@ from .framing.base import Framer, WireEvent
 __all__ = ("SSEEncoder", "SSEResponse", "iter_events", "produce_events", "run_framed")
 
 _log = structlog.get_logger("deltaflow.sinks")
+_Raw = msgspec.Raw
 DONE = b"data: [DONE]\n\n"
 PING = b": ping\n\n"
 
@@ -53,7 +54,11 @@ class SSEEncoder:
         self._buf = bytearray(256)
 
     def encode(self, events: Iterable[WireEvent]) -> bytes:
-        """The SSE bytes of ``events``."""
+        """The SSE bytes of ``events`` (a payload already rendered as ``msgspec.Raw`` is copied as is)."""
+        if isinstance(events, list) and len(events) == 1:
+            ev = events[0]
+            if ev.event is None and ev.data.__class__ is _Raw:
+                return b"data: " + ev.data + b"\n\n"
         out = bytearray()
         buf = self._buf
         for ev in events:
@@ -232,8 +237,8 @@ class SSEResponse:
         encode = SSEEncoder().encode
         writer = _BodyWriter(send)
 
-        async def emit(events: list[WireEvent]) -> None:
-            await writer.write(encode(events))
+        def emit(events: list[WireEvent]) -> Awaitable[None]:
+            return writer.write(encode(events))  # the write itself is the awaitable: one coroutine per batch
 
         async with anyio.create_task_group() as tg:
 

@@ -8,6 +8,12 @@ choice chunk; with ``include_usage`` a final chunk with empty ``choices``
 carries ``usage`` (with ``completion_tokens_details.reasoning_tokens``).
 Reasoning goes in ``reasoning_content`` (vLLM's field) or ``reasoning``.
 An error becomes an ``{"error": {...}}`` payload.
+
+Speed: most deltas carry one string: content, reasoning, or a fragment of
+one call's arguments. For those the framer does not build the chunk
+objects: it keeps the chunk's JSON split around that string (rendered once
+per response, or per call index, from the same structs, so the bytes are
+identical) and emits ``msgspec.Raw(head + string + tail)``.
 """
 
 from __future__ import annotations
@@ -77,6 +83,16 @@ class _Chunk(msgspec.Struct):
     usage: _Usage | None = None
 
 
+_PROBE = "\u0000deltaflow-probe\u0000"
+_encode = msgspec.json.encode
+
+
+def _split_template(chunk: _Chunk) -> tuple[bytes, bytes] | None:
+    """The JSON of ``chunk`` (whose delta text is ``_PROBE``) split around that string, or None if ambiguous."""
+    parts = _encode(chunk).split(_encode(_PROBE))
+    return (parts[0], parts[1]) if len(parts) == 2 else None
+
+
 class _ErrorBody(msgspec.Struct):
     message: str
     type: str = "server_error"
@@ -119,6 +135,45 @@ class ChatCompletionsFramer:
         self._logprobs = logprobs
         self._prompt_tokens = prompt_tokens
         self._finish: str | None = None
+        # The chunk JSON around a text-only delta (content, reasoning) and around the
+        # arguments of an argument-only tool-call delta (per call index, made when first needed).
+        self._text_tpl = (
+            self._template(self._delta_cls(content=_PROBE)),
+            self._template(_Delta(reasoning_content=_PROBE) if self._delta_cls is _Delta else _DeltaR(reasoning=_PROBE)),
+        )
+        self._args_tpl: dict[int, tuple[bytes, bytes] | None] = {}
+
+    def _template(self, delta: Any) -> tuple[bytes, bytes] | None:
+        return _split_template(_Chunk(id=self.id, created=self.created, model=self.model, choices=[_Choice(delta=delta)]))
+
+    def _fast(self, delta: DeltaMessage) -> msgspec.Raw | None:
+        """The chunk of a delta with one text field and nothing else, rendered from a template (None: no template)."""
+        if self._logprobs and delta.logprobs is not None:
+            return None
+        content, reasoning, calls = delta.content, delta.reasoning_content, delta.tool_calls
+        if calls:
+            if content is not None or reasoning is not None or len(calls) != 1:
+                return None
+            tc = calls[0]
+            fn = tc.function
+            if tc.id is not None or tc.type is not None or fn.name is not None or fn.arguments is None:
+                return None
+            idx = tc.index
+            if idx in self._args_tpl:
+                tpl = self._args_tpl[idx]
+            else:
+                call = _ToolCall(index=idx, function=_Function(arguments=_PROBE))
+                tpl = self._args_tpl[idx] = self._template(self._delta_cls(tool_calls=[call]))
+            text = fn.arguments
+        elif content is not None:
+            if reasoning is not None:
+                return None
+            tpl, text = self._text_tpl[0], content
+        elif reasoning is not None:
+            tpl, text = self._text_tpl[1], reasoning
+        else:
+            return None
+        return None if tpl is None else msgspec.Raw(tpl[0] + _encode(text) + tpl[1])
 
     def _chunk(self, delta: Any, finish: str | None = None, logprobs: Any = None) -> WireEvent:
         return WireEvent(
@@ -139,6 +194,9 @@ class ChatCompletionsFramer:
         """One chunk per delta with visible fields; the finish reason is kept for :meth:`finish`."""
         if delta.finish_reason is not None:
             self._finish = delta.finish_reason
+        raw = self._fast(delta)
+        if raw is not None:
+            return [WireEvent(None, raw)]
         calls = None
         if delta.tool_calls:
             calls = [
