@@ -225,8 +225,10 @@ class Gemma4ToolParser(ToolParserBase):
                     return pos  # a partial marker: given again with more text
                 else:
                     return self._fail(out, pos)  # "<|tool_call>" without "call:": not a call
-            elif st == _NAME:
-                m = _NAME_CHARS.match(text, pos)
+            elif st == _NAME or st == _KEYB:
+                # A name or a bare key is held whole (it is one event field): read its run of
+                # characters, give up past _HELD_MAX, wait at the chunk end.
+                m = (_NAME_CHARS if st == _NAME else _KEY_CHARS).match(text, pos)
                 if m is not None:
                     self._parts.append(m.group())
                     pos = m.end()
@@ -234,6 +236,10 @@ class Gemma4ToolParser(ToolParserBase):
                     return self._fail(out, pos)
                 if pos >= n:
                     return pos
+                if st == _KEYB:
+                    self._key = "".join(self._parts)
+                    self._state = _COLON
+                    continue
                 name = "".join(self._parts)
                 if text[pos] != "{" or not name:
                     return self._fail(out, pos)
@@ -255,17 +261,6 @@ class Gemma4ToolParser(ToolParserBase):
                     self._state = _KEYB
                 else:
                     return self._fail(out, pos)
-            elif st == _KEYB:
-                m = _KEY_CHARS.match(text, pos)
-                if m is not None:
-                    self._parts.append(m.group())
-                    pos = m.end()
-                if self._parts_len() > _HELD_MAX:
-                    return self._fail(out, pos)
-                if pos >= n:
-                    return pos
-                self._key = "".join(self._parts)
-                self._state = _COLON
             elif st == _KEYQ:
                 i = text.find(GEMMA4_QUOTE, pos)
                 if i < 0:
