@@ -90,6 +90,8 @@ class DeltaStream:
         stream_id: the id bound to this stream's log events.
     """
 
+    __slots__ = ("_receive", "usage", "stream_id")
+
     def __init__(self, receive: ObjectReceiveStream[DeltaMessage], usage: Usage, stream_id: str) -> None:
         self._receive = receive
         self.usage = usage
@@ -130,6 +132,8 @@ class _InlineDeltaStream(DeltaStream):
     memory stream, and the source is read only when the consumer asks for a
     delta that is not ready (backpressure by construction).
     """
+
+    __slots__ = ("_chain", "_text_path", "_it", "_ready", "_at", "_ended", "_diagnosed")
 
     def __init__(self, chain: SyncChain, source: AsyncIterable[Any], usage: Usage, stream_id: str) -> None:
         self.usage = usage

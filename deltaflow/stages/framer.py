@@ -42,6 +42,8 @@ class Usage(msgspec.Struct, kw_only=True):
 class DeltaFramer:
     """Frames items into deltas (see the module docstring)."""
 
+    __slots__ = ("calls_emitted", "usage", "_items", "_ids", "_logprobs", "_finish_reason", "_finished")
+
     name = "framer"
 
     def __init__(self) -> None:

@@ -44,6 +44,11 @@ class ToolBlockFeeder:
         chunking: ``"any"`` or ``"tokens"``.
     """
 
+    __slots__ = (
+        "_dialect", "_tools", "_opener", "_passthrough", "_open_re", "_hb", "_start_openers", "_started", "_parser",
+        "_buf", "_buf_channel", "_after_block", "_block_channel", "_calls", "_finished",
+    )
+
     name = "tools"
 
     def __init__(

@@ -114,6 +114,11 @@ class ChatCompletionsFramer:
         prompt_tokens: counted into the usage chunk.
     """
 
+    __slots__ = (
+        "id", "model", "created", "_usage", "_delta_cls", "_reasoning_key", "_logprobs", "_prompt_tokens", "_finish",
+        "_text_tpl", "_args_tpl",
+    )
+
     def __init__(
         self,
         model: str,
