@@ -102,9 +102,13 @@ _TABLE: tuple[tuple[str, str | None, str | None], ...] = (
     ("moonshotai/Kimi-K2-Instruct", "kimi_k2", None),
     ("moonshotai/Kimi-K2-Instruct-0905", "kimi_k2", None),
     ("moonshotai/Kimi-K2-Thinking", "kimi_k2", "kimi_k2"),
+    ("moonshotai/Kimi-K3", "kimi_k3", "kimi_k3"),  # XTML sections (xtml_family)
     # MiniMax (section 10)
     ("MiniMaxAI/MiniMax-M2", "minimax_m2", "minimax_m2"),
     ("MiniMaxAI/MiniMax-M2.1", "minimax_m2", "minimax_m2"),
+    # xml_more_family: MiniMax-M3 (every tag prefixed, one element per parameter), MiniCPM5
+    ("MiniMaxAI/MiniMax-M3", "minimax_m3", "minimax_m3"),
+    ("openbmb/MiniCPM5-1B", "minicpm5", "qwen3"),
     # gpt-oss (section 11)
     ("openai/gpt-oss-20b", "openai", "openai_gptoss"),
     ("openai/gpt-oss-120b", "openai", "openai_gptoss"),

@@ -47,9 +47,15 @@ Rules of this driver:
 * ``final=True``: a streamed string value is closed where the text ended; a
   held value is emitted only if its text converts to its typed value (a cut
   number or literal), otherwise it is surfaced; the arguments are closed.
+* With ``cdata`` (MiniCPM5), a value that starts with ``<![CDATA[`` runs to
+  the first ``]]>`` whatever it holds (a literal ``</param>`` included); the
+  wrapper is dropped and its content kept verbatim (then typed as any
+  value). Blanks between ``]]>`` and the value's close tag are dropped; other
+  text after ``]]>`` continues the value as plain text.
 
 Stable-prefix guarantee: held back are a partial tag (at most the longest
-marker), one framing newline where the dialect strips it, a function or
+marker, or of ``<![CDATA[`` at a value's start and of ``]]>`` inside one, and the blanks
+after ``]]>`` up to ``BLANK_RUN_MAX``), one framing newline where the dialect strips it, a function or
 parameter header until its end (at most 512 characters; a function header at
 most the longest offered name plus 64 when tools are offered), a call's name until
 the next tag (only whitespace may come between), and a value that may still
@@ -111,6 +117,11 @@ _STREAM, _HOLD = 0, 1
 # Indexes into _Tables.block_markers and .body_markers (an absent marker is "", never matched).
 _BL_CALL_OPEN, _BL_BLOCK_CLOSE = range(2)
 _B_PARAM, _B_CALL_CLOSE, _B_BLOCK_CLOSE, _B_CALL_OPEN, _B_BLOCK_OPEN = range(5)
+# CDATA states of a value (XmlFunctionSpec.cdata): none / maybe at its start / inside / right after ``]]>``.
+_CD_NONE, _CD_START, _CD_IN, _CD_AFTER = range(4)
+CDATA_OPEN = "<![CDATA["
+CDATA_CLOSE = "]]>"
+_CDATA_HOLD = MarkerHoldback((CDATA_CLOSE,))
 
 
 @dataclass(frozen=True)
@@ -148,6 +159,9 @@ class XmlFunctionSpec:
         fillers: markers that count as whitespace between elements (Step3's
             per-call ``<｜tool_call_begin｜>function<｜tool_sep｜>`` and
             ``<｜tool_call_end｜>`` around each invoke); a partial one is held.
+        cdata: a value may start with ``<![CDATA[``; it then runs to ``]]>``
+            (which may be followed by blanks before the close tag), the
+            wrapper is dropped and the content kept verbatim (MiniCPM5).
     """
 
     block_open: str | None
@@ -168,6 +182,7 @@ class XmlFunctionSpec:
     literal_newline_ws: bool = False
     open_ends_value: bool = False
     fillers: tuple[str, ...] = ()
+    cdata: bool = False
 
     @property
     def openers(self) -> tuple[str, ...]:
@@ -276,7 +291,7 @@ class XmlFunctionParser(ToolParserBase):
     __slots__ = (
         "_spec", "_t", "_state", "_parts", "_name", "_key", "_attrs", "_plan", "_plans",
         "_nparams", "_vmode", "_vstart", "_vlead", "_vsaw", "_vscalar", "_vwhole", "_wrap", "_wrapped",
-        "_scan", "_json_pending", "_args_done", "_name_max",
+        "_scan", "_json_pending", "_args_done", "_name_max", "_vcdata",
     )
 
     def __init__(self, ctx: ToolParserContext, spec: XmlFunctionSpec) -> None:
@@ -302,6 +317,7 @@ class XmlFunctionParser(ToolParserBase):
         self._scan = JsonScanner()
         self._json_pending: list[str] = []
         self._args_done = False
+        self._vcdata = _CD_NONE
         # A function header longer than this cannot name an offered tool (see NAME_HEADER_SLACK).
         longest = max(map(len, ctx.tools), default=0) if ctx.tools else 0
         self._name_max = min(MAX_HEADER, longest + NAME_HEADER_SLACK) if longest else MAX_HEADER
@@ -619,6 +635,7 @@ class XmlFunctionParser(ToolParserBase):
         self._vsaw = False
         self._vscalar = ""
         self._vwhole = self._wrap
+        self._vcdata = _CD_START if spec.cdata else _CD_NONE
         self._parts = []
         self._state = _VALUE
         if self._plan.streams and not self._wrap:
@@ -641,6 +658,10 @@ class XmlFunctionParser(ToolParserBase):
             if pos < n and text[pos] == "\n":  # one framing newline (dialects.md section 6)
                 pos += 1
                 self._vlead = True
+        if self._vcdata != _CD_NONE:
+            pos, done = self._cdata(text, pos, out, final)
+            if done is not None:
+                return pos, done
         m = self._t.value_end.search(text, pos)
         if m is not None:
             end = m.start()
@@ -667,6 +688,56 @@ class XmlFunctionParser(ToolParserBase):
         self._finish_value(out, stop, piece)
         self._state = _BODY
         return stop, True
+
+    def _cdata(self, text: str, pos: int, out: list[object], final: bool) -> tuple[int, bool | None]:
+        """A CDATA-wrapped value (``XmlFunctionSpec.cdata``): ``(pos, more)``, or ``(pos, None)`` to scan on as plain text."""
+        n = len(text)
+        if self._vcdata == _CD_START:
+            if text.startswith(CDATA_OPEN, pos):
+                pos += len(CDATA_OPEN)
+                self._vcdata = _CD_IN
+            elif not final and CDATA_OPEN.startswith(text[pos:]):
+                return pos, False  # nothing yet, or a partial "<![CDATA[" (it may be a close tag too)
+            else:
+                self._vcdata = _CD_NONE
+                return pos, None
+        if self._vcdata == _CD_IN:
+            i = text.find(CDATA_CLOSE, pos)
+            if i < 0:
+                if final:  # the output ended inside the CDATA section
+                    self._vcdata = _CD_NONE
+                    return self._value_cut(out, n, text[pos:]), False
+                end = n - _CDATA_HOLD.held(text, pos)
+                self._value_piece(out, end, text[pos:end])
+                return end, False
+            self._value_piece(out, i + len(CDATA_CLOSE), text[pos:i])
+            pos = i + len(CDATA_CLOSE)
+            self._vcdata = _CD_AFTER
+        # Right after "]]>": blanks then the close tag end the value; anything else continues it.
+        p = self._sep(text, pos)
+        if p - pos > BLANK_RUN_MAX:
+            self._vcdata = _CD_NONE
+            return pos, None
+        m = self._t.value_end.match(text, p)
+        if m is not None:
+            self._vcdata = _CD_NONE
+            stop = m.end() if m.group() == self._spec.value_close else p
+            self._finish_value(out, stop, "")
+            self._state = _BODY
+            return stop, True
+        if not final and (p >= n or self._t.value_hold.held(text, p) == n - p):
+            return pos, False  # blanks, maybe a partial close tag: held
+        self._vcdata = _CD_NONE
+        return pos, None
+
+    def _value_piece(self, out: list[object], end: int, piece: str) -> None:
+        """Take ``piece`` of an unfinished value (its raw text runs to ``end``): stream it or hold it."""
+        if self._vmode == _HOLD:
+            self._parts.append(piece)
+            if not self._vwhole:
+                self._decide(out, end)
+        elif piece:
+            self.emit(out, end, args=json_fragment(piece))
 
     def _decide(self, out: list[object], pos: int) -> None:
         """A held value that cannot be typed any more streams as a string from its first character."""

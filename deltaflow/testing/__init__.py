@@ -119,6 +119,9 @@ PEER_NAME_ALIASES: dict[str, str] = {
     "llamacpp:firefunction_v2": "firefunction_v2",
     "llamacpp:apertus": "apertus",
     "sglang:kimi": "kimi_vl",
+    "llamacpp:minicpm5": "minicpm5",
+    "llamacpp:minimax_m3": "minimax_m3",
+    "llamacpp:kimi_k3": "kimi_k3",
 }
 """Peer-only parser names of the corpus (``sglang:X``, ``llamacpp:X``: no vLLM name exists)
 mapped to the deltaflow parser that implements the same protocol. Only listed names are

@@ -130,6 +130,9 @@ TOOL_MARKERS: dict[str, tuple[str, ...]] = {
     "xml_tools": tuple(f"<{n}>" for n in OFFERED[:4]) + tuple(f"</{n}>" for n in OFFERED[:4])
     + ("<city>", "</city>", "<content>", "</content>"),
     "gemma4": ("<|tool_call>", "<tool_call|>", '<|"|>'),
+    "kimi_k3": ("<|open|>", "<|close|>", "<|sep|>"),
+    "minicpm5": ("<function ", "</function>", "<param", "</param>", "<![CDATA[", "]]>"),
+    "minimax_m3": ("]<]minimax[>[", "<tool_call>", "</tool_call>", "<invoke", "</invoke>"),
 }
 
 # The reasoning parsers each tool dialect is fuzzed with (None: no reasoning parser).
@@ -173,7 +176,10 @@ REASONING_FOR: dict[str, tuple[str | None, ...]] = {
     "seed_oss": (None, "seed_oss"),
     "openai": (None, "openai_gptoss"),
     "xml_tools": (None, "qwen3", "deepseek_r1"),
+    "kimi_k3": (None, "kimi_k3"),
     "gemma4": (None, "gemma4"),
+    "minicpm5": (None, "qwen3"),
+    "minimax_m3": (None, "minimax_m3"),
 }
 
 
@@ -421,6 +427,24 @@ def block_kimi_k2(draw, names, first, at_start):
     return segs + [Seg(end, "opt")]
 
 
+_K3_TYPES = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean",
+             "object": "object", "array": "array"}
+
+
+def block_kimi_k3(draw, names, first, at_start):
+    segs = [Seg("<|open|>tools<|sep|>", "opt")]
+    for i, n in enumerate(names):
+        args = draw(arguments(extra_keys=False))
+        if draw(st.booleans()) or not args:
+            body = "".join(f'<|open|>argument key="{k}" type="{_K3_TYPES[PARAMS[k]]}"<|sep|>'
+                           f"{xml_text(draw, v, PARAMS[k])}<|close|>argument<|sep|>" for k, v in args.items())
+        else:
+            body = '<|open|>json type="object"<|sep|>' + dumps(draw, args) + "<|close|>json<|sep|>"
+        segs.append(Seg(f'<|open|>call tool="{n}" index="{first + i + 1}"<|sep|>{body}<|close|>call<|sep|>',
+                        "call", first + i))
+    return segs + [Seg("<|close|>tools<|sep|>", "opt")]
+
+
 def _xml_params(draw: st.DrawFn) -> list[tuple[str, str]]:
     args = draw(arguments(extra_keys=False))
     return [(k, xml_text(draw, v, PARAMS[k])) for k, v in args.items()]
@@ -560,6 +584,31 @@ def block_deepseek_v4(draw, names, first, at_start):
     return [Seg("<｜DSML｜tool_calls>\n", "opt"), *segs[1:-1], Seg("</｜DSML｜tool_calls>", "opt")]
 
 
+def block_minicpm5(draw, names, first, at_start):
+    segs = []
+    for i, n in enumerate(names):
+        body = ""
+        for k, v in _xml_params(draw):
+            if draw(st.booleans()):
+                v = "<![CDATA[" + v.replace("]]>", "") + draw(st.sampled_from(("", "</param>", "<a>"))) + "]]>"
+            body += f'<param name="{k}">{v}</param>'
+        segs.append(Seg(f'<function name="{n}">{body}</function>', "call", first + i))
+        if i < len(names) - 1:
+            segs.append(Seg("\n", "opt"))
+    return segs
+
+
+def block_minimax_m3(draw, names, first, at_start):
+    m = "]<]minimax[>["
+    segs = [Seg(f"{m}<tool_call>\n", "opt")]
+    for i, n in enumerate(names):
+        body = ""
+        for k, v in _xml_params(draw):
+            body += f"{m}<{k}>{v.replace(m, '')}{m}</{k}>" + draw(st.sampled_from(("", "\n")))
+        segs.append(Seg(f'{m}<invoke name="{n}">{body}{m}</invoke>\n', "call", first + i))
+    return segs + [Seg(f"{m}</tool_call>", "opt")]
+
+
 # -- JSON-array family (json_array_family): each array element, or each per-call block, is one call -------
 
 _ARRAY_HEADS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -662,6 +711,9 @@ BLOCKS = {
     "seed_oss": block_seed_oss,
     "xml_tools": block_xml_tools,
     "gemma4": block_gemma4,
+    "kimi_k3": block_kimi_k3,
+    "minicpm5": block_minicpm5,
+    "minimax_m3": block_minimax_m3,
 }
 
 # Dialects whose block ends the output's useful text (a call list with no closer: text after it could

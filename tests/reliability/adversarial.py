@@ -294,6 +294,31 @@ def _cases() -> list[Case]:
     add("ernie45", None, "blanks-after-closer", '<tool_call>{"name": "search", "arguments": {}}</tool_call>', " ",
         "streams")
 
+    # -- xtml_family: Kimi K3 XTML ----------------------------------------------------------
+    k3 = '<|open|>tools<|sep|><|open|>call tool="search" index="1"<|sep|>'
+    add("kimi_k3", "kimi_k3", "open-string-arg", k3 + '<|open|>argument key="q" type="string"<|sep|>', X, "streams")
+    add("kimi_k3", "kimi_k3", "open-typed-arg", k3 + '<|open|>argument key="obj" type="object"<|sep|>{"a": ', X,
+        "held", "an object value is converted whole")
+    add("kimi_k3", None, "opener-prefix-repeat", "", "<|open|>too" + X, "streams")
+    add("kimi_k3", "kimi_k3", "whitespace-in-block", k3, " ", "streams")
+    add("kimi_k3", "kimi_k3", "unclosed-reasoning", "", X, "streams")
+
+    # -- xml_more_family: MiniCPM5, MiniMax-M3 ------------------------------------------------------
+    cpm = '<function name="search">'
+    add("minicpm5", None, "open-string-param", cpm + '<param name="q">', X, "streams")
+    add("minicpm5", None, "open-cdata-param", cpm + '<param name="q"><![CDATA[', X, "streams")
+    add("minicpm5", None, "open-typed-param", cpm + '<param name="n">', "1", "held", "a typed value is converted whole")
+    add("minicpm5", None, "opener-prefix-repeat", "", "<functio" + X, "streams")
+    add("minicpm5", None, "whitespace-in-call", cpm, " ", "streams")
+    mm = "]<]minimax[>["
+    m3 = f'{mm}<tool_call>\n{mm}<invoke name="search">'
+    add("minimax_m3", "minimax_m3", "open-string-param", m3 + f"{mm}<q>", X, "streams")
+    add("minimax_m3", "minimax_m3", "open-typed-param", m3 + f"{mm}<n>", "1", "held", "a typed value is converted whole")
+    add("minimax_m3", "minimax_m3", "open-object-param", m3 + f"{mm}<obj>{mm}<a>", X, "streams")
+    add("minimax_m3", None, "opener-prefix-repeat", "", f"{mm}<tool_ca" + X, "streams")
+    add("minimax_m3", None, "whitespace-in-block", m3, " ", "streams")
+    add("minimax_m3", "minimax_m3", "unclosed-reasoning", "", X, "streams")
+
     # -- no tool parser ---------------------------------------------------------------------
     add(None, "qwen3", "reasoning-start-prefix-repeat", "", "<thin" + X, "streams")
     return out

@@ -12,3 +12,5 @@ from . import json_array_family as json_array_family
 from . import more_reasoning as more_reasoning
 from . import more_tool_families as more_tool_families
 from . import gemma_command_family as gemma_command_family
+from . import xtml_family as xtml_family
+from . import xml_more_family as xml_more_family
