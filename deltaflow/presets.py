@@ -148,6 +148,10 @@ _TABLE: tuple[tuple[str, str | None, str | None], ...] = (
     ("swiss-ai/Apertus-8B-Instruct-2509", "apertus", None),
     ("meituan-longcat/LongCat-Flash-Chat", "longcat", None),
     ("ai-sage/GigaChat3-10B-A1.8B", "gigachat3", None),
+    # functionary_family: protocols from llama.cpp (Functionary v3.1 and v3.2, Command R+)
+    ("meetkai/functionary-medium-v3.1", "functionary_v3_1", None),
+    ("meetkai/functionary-small-v3.2", "functionary_v3_2", None),
+    ("CohereForAI/c4ai-command-r-plus", "command_r_plus", None),
 )
 
 _BY_KEY: dict[str, Preset] = {}

@@ -54,8 +54,10 @@ first) have JSON arguments; ``qwen3_coder``, ``seed_oss``, ``glm45``,
 ones (``xml_tools``: every value is text, triggers are ``<NAME>`` per tool);
 ``granite4``, ``granite-20b-fc``, ``ernie45``, ``longcat`` (one JSON envelope per
 call), ``granite``, ``hunyuan_a13b``, ``jamba``, ``apriel``, ``nemotron``,
-``xlam`` (the bare array), ``phi4_mini_json``, ``firefunction_v2``
-and ``apertus`` (``{"NAME": {...}}`` elements) one JSON array of calls
+``xlam`` (the bare array), ``phi4_mini_json``, ``firefunction_v2``,
+``apertus`` (``{"NAME": {...}}`` elements) and ``command_r_plus``
+(``Action:`` and a ```` ```json ```` fence) one JSON array of calls;
+``functionary_v3_1`` one ``<function=NAME>{...}</function>`` per call
 (``gigachat3`` has none: GigaChat 3 and 3.1 frame a call differently);
 ``pythonic`` and ``llama4_pythonic`` keyword arguments (string, integer,
 number, boolean and null parameters only; Lark grammar only, XGrammar has no
@@ -352,6 +354,19 @@ _LAYOUTS: dict[str, _Layout] = {
         trigger="[",
         prefix="[",
         suffix="]",
+        separator=", ",
+    ),
+    # functionary_family: Functionary v3.1's <function=NAME>{json}</function>, Command R+'s fenced array.
+    "functionary_v3_1": _Layout(
+        call=lambda t: _Call(f"<function={t.name}>", (_Json(_params(t)),), "</function>"),
+        trigger="<function=",
+        legacy=True,
+    ),
+    "command_r_plus": _Layout(
+        call=lambda t: _Call('{"tool_name": ' + _js(t.name) + ', "parameters": ', (_Json(_params(t)),), "}"),
+        trigger="Action:",
+        prefix="Action:\n```json\n[",
+        suffix="]\n```",
         separator=", ",
     ),
     "apertus": _Layout(

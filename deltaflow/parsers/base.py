@@ -146,6 +146,14 @@ class ToolParserBase:
         if raw:
             out.append(ToolDelta(call=self.call, channel=self.ctx.channel, raw=raw, abort=True))
 
+    def drop(self, pos: int) -> None:
+        """Consume the uncommitted text up to ``pos`` as framing of no call: it is attributed to nothing.
+
+        Only for markers a dialect declares as framing (e.g. a recipient line);
+        everything else the model wrote is emitted or surfaced.
+        """
+        self._take(pos)
+
     def finish_block(self, pos: int) -> int:
         """Mark the block over at ``pos``; returns ``pos``."""
         self.done = True

@@ -293,7 +293,8 @@ class XmlElementParser(ToolParserBase):
                     end = n if final else n - self._skip_hold.held(text, pos)
                     self.surface(out, end)
                     return self.finish_block(end) if final else end
-                end = m.end() if m.group()[len(self._m) + 1 : len(self._m) + 2] == "/" and m.group() != self._closer else m.start()
+                closing = m.group()[len(self._m) + 1 : len(self._m) + 2] == "/" and m.group() != self._closer
+                end = m.end() if closing else m.start()
                 self.surface(out, end)
                 self._state = _AFTER
                 pos = end

@@ -122,6 +122,9 @@ PEER_NAME_ALIASES: dict[str, str] = {
     "llamacpp:minicpm5": "minicpm5",
     "llamacpp:minimax_m3": "minimax_m3",
     "llamacpp:kimi_k3": "kimi_k3",
+    "llamacpp:functionary_v3_1": "functionary_v3_1",
+    "llamacpp:functionary_v3_2": "functionary_v3_2",
+    "llamacpp:command_r_plus": "command_r_plus",
 }
 """Peer-only parser names of the corpus (``sglang:X``, ``llamacpp:X``: no vLLM name exists)
 mapped to the deltaflow parser that implements the same protocol. Only listed names are

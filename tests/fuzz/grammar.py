@@ -133,6 +133,9 @@ TOOL_MARKERS: dict[str, tuple[str, ...]] = {
     "kimi_k3": ("<|open|>", "<|close|>", "<|sep|>"),
     "minicpm5": ("<function ", "</function>", "<param", "</param>", "<![CDATA[", "]]>"),
     "minimax_m3": ("]<]minimax[>[", "<tool_call>", "</tool_call>", "<invoke", "</invoke>"),
+    "functionary_v3_1": ("<function=", "</function>"),
+    "command_r_plus": ("Action:", "```json", "```"),
+    "functionary_v3_2": (">>>",),
 }
 
 # The reasoning parsers each tool dialect is fuzzed with (None: no reasoning parser).
@@ -180,6 +183,9 @@ REASONING_FOR: dict[str, tuple[str | None, ...]] = {
     "gemma4": (None, "gemma4"),
     "minicpm5": (None, "qwen3"),
     "minimax_m3": (None, "minimax_m3"),
+    "functionary_v3_1": (None,),
+    "command_r_plus": (None,),
+    "functionary_v3_2": (None,),
 }
 
 
@@ -609,6 +615,21 @@ def block_minimax_m3(draw, names, first, at_start):
     return segs + [Seg(f"{m}</tool_call>", "opt")]
 
 
+def block_functionary_v3_1(draw, names, first, at_start):
+    segs = []
+    for i, n in enumerate(names):
+        if i:
+            segs.append(Seg(draw(st.sampled_from(("", "\n"))), "opt"))
+        segs.append(Seg(f"<function={n}>" + dumps(draw, draw(arguments())) + "</function>", "call", first + i))
+    return segs
+
+
+def block_functionary_v3_2(draw, names, first, at_start):
+    # The first message of the output has no ">>>" (the prompt wrote it); content before it gets "all\n".
+    return [Seg(("" if at_start and first + i == 0 else ">>>") + f"{n}\n" + dumps(draw, draw(arguments())), "call", first + i)
+            for i, n in enumerate(names)]
+
+
 # -- JSON-array family (json_array_family): each array element, or each per-call block, is one call -------
 
 _ARRAY_HEADS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -622,6 +643,7 @@ _ARRAY_HEADS: dict[str, tuple[tuple[str, str], ...]] = {
     "phi4_mini_json": (("functools", ""),),
     "firefunction_v2": (("functools", ""),),
     "apertus": (("<|tools_prefix|>", "<|tools_suffix|>"),),
+    "command_r_plus": (("Action:\n```json\n", "\n```"), ("Action: ```json", "```")),
 }
 _BARE_ARRAY = frozenset({"granite", "xlam"})  # a bare [ opens the array at the start of the output
 
@@ -638,6 +660,8 @@ def _json_array_block(dialect: str):
                 segs.append(Seg(draw(st.sampled_from((", ", ",", ",\n "))), "opt"))
             if dialect == "apertus":
                 segs.append(Seg(dumps(draw, {n: draw(arguments())}), "call", first + i))
+            elif dialect == "command_r_plus":
+                segs.append(Seg(dumps(draw, {"tool_name": n, "parameters": draw(arguments())}), "call", first + i))
             elif dialect == "command_r7b":
                 obj = {"tool_call_id": str(first + i), "tool_name": n, "parameters": draw(arguments())}
                 segs.append(Seg(dumps(draw, obj), "call", first + i))
@@ -714,6 +738,9 @@ BLOCKS = {
     "kimi_k3": block_kimi_k3,
     "minicpm5": block_minicpm5,
     "minimax_m3": block_minimax_m3,
+    "functionary_v3_1": block_functionary_v3_1,
+    "command_r_plus": _json_array_block("command_r_plus"),
+    "functionary_v3_2": block_functionary_v3_2,
 }
 
 # Dialects whose block ends the output's useful text (a call list with no closer: text after it could
@@ -795,6 +822,8 @@ def dialect_output(draw: st.DrawFn, tool_parser: str) -> Rendered:
             if tail:
                 segs.append(Seg(tail, "must"))
     else:
+        if lead and tool_parser == "functionary_v3_2":
+            segs.append(Seg("all\n", "gone"))  # content is addressed to "all" (its first line)
         if lead:
             segs.append(Seg(lead, "must"))
         i = 0

@@ -319,6 +319,24 @@ def _cases() -> list[Case]:
     add("minimax_m3", None, "whitespace-in-block", m3, " ", "streams")
     add("minimax_m3", "minimax_m3", "unclosed-reasoning", "", X, "streams")
 
+    # -- functionary_family: Functionary v3.1, Command R+ -------------------------------------------
+    add("functionary_v3_1", None, "open-string-arg", '<function=search>{"q": "', X, "streams")
+    add("functionary_v3_1", None, "opener-prefix-repeat", "", "<functio" + X, "streams")
+    add("functionary_v3_1", None, "blanks-after-header", "<function=search>", " ", "streams",
+        "blanks after a call header are held up to 256; a longer run means no call")
+    add("command_r_plus", None, "open-string-arg", 'Action:\n```json\n[{"tool_name": "search", "parameters": {"q": "',
+        X, "streams")
+    add("command_r_plus", None, "opener-prefix-repeat", "", "Action" + X, "streams")
+    add("command_r_plus", None, "open-name", 'Action:\n```json\n[{"tool_name": "', X, "held",
+        "a name is held whole (name filter)")
+    add("functionary_v3_2", None, "open-string-arg", 'search\n{"q": "', X, "streams")
+    add("functionary_v3_2", None, "content", "all\n", X, "streams")
+    add("functionary_v3_2", None, "opener-prefix-repeat", "all\n", ">>" + X, "streams")
+    add("functionary_v3_2", None, "long-first-line", "", X, "streams",
+        "a first line longer than the longest offered name plus 16 is content")
+    add("functionary_v3_2", None, "blanks-after-call", 'search\n{"q": "a"}', " ", "streams",
+        "blanks after a call are held up to 256; a longer run is content")
+
     # -- no tool parser ---------------------------------------------------------------------
     add(None, "qwen3", "reasoning-start-prefix-repeat", "", "<thin" + X, "streams")
     return out

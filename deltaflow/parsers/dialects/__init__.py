@@ -14,3 +14,4 @@ from . import more_tool_families as more_tool_families
 from . import gemma_command_family as gemma_command_family
 from . import xtml_family as xtml_family
 from . import xml_more_family as xml_more_family
+from . import functionary_family as functionary_family

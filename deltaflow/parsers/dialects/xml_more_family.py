@@ -104,7 +104,9 @@ MINIMAX_M3 = register_tool_parser(
         markers=MINIMAX_M3_SPEC.markers,
         factory=_minimax_m3_factory,
         token_prefixes=all_prefixes(MINIMAX_M3_SPEC.opener),
-        description='MiniMax-M3: ]<]minimax[>[<tool_call> ]<]minimax[>[<invoke name="N"> ]<]minimax[>[<KEY>V]<]minimax[>[</KEY>',
+        description=(
+            'MiniMax-M3: ]<]minimax[>[<tool_call> ]<]minimax[>[<invoke name="N"> ]<]minimax[>[<KEY>V]<]minimax[>[</KEY>'
+        ),
         families=("MiniMax-M3",),
     )
 )

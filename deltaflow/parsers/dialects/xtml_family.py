@@ -70,7 +70,9 @@ KIMI_K3 = register_tool_parser(
         "kimi_k3",
         KIMI_K3_SPEC,
         token_prefixes=xtml_prefixes(*KIMI_K3_SPEC.openers),
-        description='Kimi K3 XTML: <|open|>tools<|sep|><|open|>call tool="NAME"<|sep|><|open|>argument key= type=<|sep|>V...',
+        description=(
+            'Kimi K3 XTML: <|open|>tools<|sep|><|open|>call tool="NAME"<|sep|><|open|>argument key= type=<|sep|>V...'
+        ),
         families=("Kimi K3",),
     )
 )
