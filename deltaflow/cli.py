@@ -250,7 +250,9 @@ def _cmd_parsers(stdout: TextIO) -> int:
     stdout.write("reasoning parsers:\n")
     for name in registry.reasoning_parser_names():
         r = registry.get_reasoning_parser(name)
-        if r.starts_open and r.default_enabled:
+        if r.inline:
+            opens = f"not split: the output is content, with {r.start} put back in front"
+        elif r.starts_open and r.default_enabled:
             opens = "starts inside reasoning unless thinking is disabled"
         elif r.starts_open:
             opens = "only when thinking is enabled; then starts inside reasoning"

@@ -61,6 +61,11 @@ class ReasoningSpec:
             channel tokens): a start marker in the content opens another
             reasoning block, a start marker inside reasoning is dropped (its
             labels too), and an end marker outside reasoning is dropped.
+        inline: the reasoning is not split off: the whole output is content,
+            and the start marker the prompt wrote is put back in front of it
+            (vLLM's ``minimax_m2_append_think``, for clients that send the
+            thinking back in the next turn). Needs ``starts_open``; with
+            ``enable_thinking=False`` nothing is put back.
     """
 
     name: str
@@ -77,6 +82,7 @@ class ReasoningSpec:
     content_wrap: tuple[str, str] | None = None
     content_lstrip_newlines: bool = False
     reentrant: bool = False
+    inline: bool = False
 
 
 @dataclass(frozen=True)

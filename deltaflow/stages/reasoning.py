@@ -53,7 +53,7 @@ __all__ = ("ReasoningSplitter",)
 # _LABEL: right after a start marker (labels); _LEAD: the start of the content
 # (newline stripping, wrapper opener); _BODY: content scanned for markers;
 # _CONTENT: content passed through.
-_START, _LABEL, _REASONING, _LEAD, _BODY, _CONTENT = range(6)
+_START, _LABEL, _REASONING, _LEAD, _BODY, _CONTENT, _INLINE = range(7)
 _CONTENT_CH = Channel.CONTENT
 _REASONING_CH = Channel.REASONING
 _INF = float("inf")
@@ -118,6 +118,9 @@ class ReasoningSplitter:
             self._hb_body = MarkerHoldback((spec.start, spec.end), prefixes, chunking)
         if not enabled:
             self._mode = _LEAD if self._wrap_pending else _CONTENT
+            return
+        if spec.inline:
+            self._mode = _INLINE  # content from the first character, after the start marker put back
             return
         self._mode = _START
         self._open = spec.starts_open
@@ -200,6 +203,11 @@ class ReasoningSplitter:
             if mode == _CONTENT:
                 out.append(ChannelText(_CONTENT_CH, text[pos:] if pos else text))
                 break
+            if mode == _INLINE:
+                assert self._spec is not None
+                out.append(ChannelText(_CONTENT_CH, self._spec.start))
+                self._mode = _CONTENT
+                continue
             if mode == _REASONING:
                 pos = self._reasoning(text, pos, final, out, base)
             elif mode == _BODY:

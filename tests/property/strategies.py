@@ -222,8 +222,8 @@ def think_parsers() -> tuple[str, ...]:
     for name in registry.reasoning_parser_names():
         spec = registry.get_reasoning_parser(name)
         if (spec.start, spec.end, spec.starts_open, spec.implicit_end) == ("<think>", "</think>", True, ()) and (
-            spec.start_labels, spec.content_wrap, spec.content_lstrip_newlines, spec.reentrant
-        ) == ((), None, False, False):  # no splitter option that changes the text (ernie45, granite_thinking_parser)
+            spec.start_labels, spec.content_wrap, spec.content_lstrip_newlines, spec.reentrant, spec.inline
+        ) == ((), None, False, False, False):  # no splitter option changing the text (ernie45, append_think ...)
             out.append(name)
     return tuple(out)
 

@@ -68,7 +68,8 @@ def tool_cases(tool_parser: str, reasoning_parser: str | None) -> list[Case]:
 def _pairs() -> list[tuple[str | None, str | None]]:
     """Every parser alone, the generated grammars' pairs, and every pair a model preset uses."""
     pairs: list[tuple[str | None, str | None]] = [(t, None) for t in registry.tool_parser_names()]
-    pairs += [(None, r) for r in registry.reasoning_parser_names()]
+    # An inline reasoning parser (minimax_m2_append_think) splits nothing, so it holds no marker.
+    pairs += [(None, r) for r in registry.reasoning_parser_names() if not registry.get_reasoning_parser(r).inline]
     pairs += [(t, r) for t in ENVELOPES for r in think_parsers()]
     presets: tuple[Any, ...] = ()
     try:
@@ -140,6 +141,19 @@ def test_marker_prefixes_are_held_and_released(tool_parser: str | None, reasonin
 
 
 def test_every_parser_is_covered() -> None:
-    """Every registered tool and reasoning parser is exercised by some pair."""
+    """Every registered tool and reasoning parser is exercised by some pair (an inline one by the test below)."""
     assert {t for t, _ in PAIRS} >= set(registry.tool_parser_names())
-    assert {r for _, r in PAIRS} >= set(registry.reasoning_parser_names())
+    inline = {r for r in registry.reasoning_parser_names() if registry.get_reasoning_parser(r).inline}
+    assert {r for _, r in PAIRS} | inline >= set(registry.reasoning_parser_names())
+
+
+@pytest.mark.parametrize("name", [r for r in registry.reasoning_parser_names() if registry.get_reasoning_parser(r).inline])
+def test_an_inline_reasoning_parser_holds_no_marker_prefix(name: str) -> None:
+    """An inline parser splits nothing: a prefix of its markers is content at once, after the opener it puts back."""
+    spec = registry.get_reasoning_parser(name)
+    for marker in (spec.start, spec.end):
+        for prefix in proper_prefixes(marker):
+            parser = ResponseParser(reasoning_parser=name)
+            first = visible(parser.feed("abc" + prefix))
+            assert first == {CONTENT: spec.start + "abc" + prefix, REASONING: ""}
+            assert visible(parser.feed("", final=True)) == {CONTENT: "", REASONING: ""}

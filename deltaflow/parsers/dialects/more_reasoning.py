@@ -60,10 +60,9 @@ Declared with the splitter's options (``start_labels``, ``content_wrap``,
   protocol (open ``<think>``, ``</think>``) with the newlines right after
   ``</think>`` dropped.
 
-Not declared: MiniMax-M2's ``minimax_m2_append_think`` (vLLM returns the whole
-output as content with a ``<think>`` it did not receive prepended: not a split
-of the model's text; use ``reasoning_parser=None`` and prepend it yourself) and
-Apriel's ``[BEGIN FINAL RESPONSE]`` with a prompt-prefilled label.
+Not declared: Apriel's ``[BEGIN FINAL RESPONSE]`` with a prompt-prefilled
+label. (MiniMax-M2's ``minimax_m2_append_think`` is declared with
+``minimax_m2`` in ``xml_family``.)
 """
 
 from __future__ import annotations

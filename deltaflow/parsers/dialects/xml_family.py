@@ -52,6 +52,9 @@ Reasoning parsers:
   opens ``<think>``); ``<tool_call>`` ends reasoning when ``</think>`` is
   missing (GLM-4.7 calls tools from inside an unclosed think block).
 * ``minimax_m2``: ``<think>``...``</think>``, always opened by the prompt.
+  ``minimax_m2_append_think`` (vLLM's name) does not split: the output is
+  content with the prompt's ``<think>`` put back in front, for clients that
+  send the thinking back in the next turn.
 * ``seed_oss``: ``<seed:think>``...``</seed:think>``; starts inside
   reasoning as vLLM's parser does (with ``thinking_budget=0`` the prompt opens
   it; otherwise the model writes ``<seed:think>``, which is consumed).
@@ -61,6 +64,8 @@ Reasoning parsers:
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from ..registry import register_reasoning_parser, register_tool_parser
 from ..spec import ReasoningSpec, ToolDialect, ToolParserContext
@@ -268,6 +273,12 @@ MINIMAX_M2_REASONING = register_reasoning_parser(
         turn_markers=("]~b]", "[e~["),
         families=("MiniMax-M2", "MiniMax-M2.1"),
     )
+)
+
+# vLLM's minimax_m2_append_think: no split; the content keeps the reasoning with the prompt's
+# <think> put back, for clients that send the whole thinking back (MiniMax's interleaved thinking).
+MINIMAX_M2_APPEND_THINK = register_reasoning_parser(
+    replace(MINIMAX_M2_REASONING, name="minimax_m2_append_think", inline=True)
 )
 
 SEED_OSS_REASONING = register_reasoning_parser(

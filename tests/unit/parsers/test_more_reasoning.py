@@ -246,3 +246,29 @@ def test_unverified_tokenizers_declare_every_prefix(name: str) -> None:
     for cut in range(1, len(text)):
         got = accumulate(feed_chunks(split_at(text, [cut]), reasoning_parser=name, chunking="tokens"))
         assert message_key(got) == want, (name, cut)
+
+
+# -- minimax_m2_append_think (vLLM's name): no split, the prompt's <think> put back -------------------
+def test_append_think_keeps_the_reasoning_in_the_content_with_its_opener() -> None:
+    """The whole output is content, with the prompt's <think> in front; nothing goes to reasoning."""
+    msg = check_chunkings("Let me think\n</think>\n\nThe answer.", reasoning_parser="minimax_m2_append_think")
+    assert msg.content == "<think>Let me think\n</think>\n\nThe answer."
+    assert not msg.reasoning_content
+
+
+def test_append_think_with_tools_parses_the_call_after_the_thinking() -> None:
+    """Calls after the thinking are still parsed; the thinking and the text before the block stay content."""
+    call = '<minimax:tool_call><invoke name="f"><parameter name="a">1</parameter></invoke></minimax:tool_call>'
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+                                                                             "properties": {"a": {"type": "integer"}}}}}]
+    msg = check_chunkings(f"plan</think>ok{call}", tool_parser="minimax_m2", reasoning_parser="minimax_m2_append_think",
+                          tools=tools)
+    assert msg.content == "<think>plan</think>ok"
+    assert [(c.function.name, c.function.arguments) for c in msg.tool_calls] == [("f", '{"a": 1}')]
+
+
+def test_append_think_puts_nothing_back_for_an_empty_output_or_without_thinking() -> None:
+    """An empty output stays empty; with enable_thinking=False the output is content as written."""
+    assert not check_chunkings("", reasoning_parser="minimax_m2_append_think").content
+    msg = check_chunkings("plain</think>x", reasoning_parser="minimax_m2_append_think", enable_thinking=False)
+    assert msg.content == "plain</think>x"
