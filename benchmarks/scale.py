@@ -57,6 +57,8 @@ class ScaleConfig:
         traced_max: the largest N given a tracemalloc run.
         backend: the anyio backend.
         prefetch: the pipelines' prefetch (0, the server's setting: the chain runs inline).
+        framings: what to measure, in this order: ``pipeline`` (deltas only) and/or
+            ``pipeline+SSE`` (framed to OpenAI SSE bytes).
     """
 
     streams: list[int]
@@ -67,6 +69,7 @@ class ScaleConfig:
     traced_max: int = 100
     backend: str = "asyncio"
     prefetch: int = 0
+    framings: tuple[str, ...] = ("pipeline", "pipeline+SSE")
 
 
 def _say(msg: str) -> None:
@@ -262,7 +265,8 @@ async def _scale(cfg: ScaleConfig) -> dict[str, Any]:
         "busy": [],
         "idle": [],
     }
-    framings = [("pipeline", None)] + ([("pipeline+SSE", framer)] if framer is not None else [])
+    known = {"pipeline": None, "pipeline+SSE": framer}
+    framings = [(f, known[f]) for f in cfg.framings if f == "pipeline" or framer is not None]
     for label, fr in framings:
         for n in cfg.streams:
             row = await _busy(cfg, n, wl, chunks, fr)
@@ -281,7 +285,9 @@ async def _scale(cfg: ScaleConfig) -> dict[str, Any]:
         for with_df, prefetch, shared in ((False, 0, False), (True, 16, False), (True, 0, False), (True, 0, True)):
             row = await _idle(cfg.idle, wl, with_df, prefetch, shared)
             out["idle"].append(row)
-            what = f"deltaflow prefetch={prefetch}{', shared Pipeline' if shared else ''}" if with_df else "bare task+source"
+            what = (
+                f"deltaflow prefetch={prefetch}{', shared Pipeline' if shared else ''}" if with_df else "bare task+source"
+            )
             _say(
                 f"  idle  {cfg.idle:>5} streams ({what}): "
                 f"{row['traced_per_stream_kb']:.1f} KB traced, {row['rss_per_stream_kb']:.1f} KB RSS per stream"
@@ -294,3 +300,35 @@ def run_scale(cfg: ScaleConfig) -> dict[str, Any]:
     _say(f"scale: {cfg.streams} concurrent streams, {cfg.idle} idle")
     result: dict[str, Any] = anyio.run(_scale, cfg, backend=cfg.backend)
     return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.scale``: the scale measurements alone, in a fresh interpreter.
+
+    The suite measures scale after every other workload, in the same process; at 1,000 streams
+    the result depends on how scattered the interpreter's heap already is (see the README), so
+    this entry point exists to measure it without that history, or with a chosen one (the
+    framings run in the order given).
+    """
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=main.__doc__.split("\n\n")[0])
+    ap.add_argument("--streams", default="1,100,1000", help="comma list of concurrent stream counts")
+    ap.add_argument("--framings", default="pipeline,pipeline+SSE",
+                    help="comma list, run in this order, from: pipeline, pipeline+SSE")
+    ap.add_argument("--idle", type=int, default=0, help="idle streams to open (default 0: skip)")
+    ap.add_argument("--runs", type=int, default=3, help="timed runs per N up to 100 streams (one above)")
+    ap.add_argument("--backend", default="asyncio", choices=("asyncio", "trio"))
+    a = ap.parse_args(argv)
+    framings = tuple(f.strip() for f in a.framings.split(",") if f.strip())
+    bad = [f for f in framings if f not in ("pipeline", "pipeline+SSE")]
+    if bad:
+        ap.error(f"unknown framing {bad[0]!r}; known: pipeline, pipeline+SSE")
+    cfg = ScaleConfig(streams=[int(x) for x in a.streams.split(",")], idle=a.idle, runs=a.runs, traced=False,
+                      backend=a.backend, framings=framings)
+    result = run_scale(cfg)
+    return 1 if any(r["status"] != "OK" for r in result["busy"]) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
