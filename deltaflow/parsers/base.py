@@ -146,6 +146,32 @@ class ToolParserBase:
         if raw:
             out.append(ToolDelta(call=self.call, channel=self.ctx.channel, raw=raw, abort=True))
 
+    def flush_source(
+        self, out: list[object], pending: list[str], text: str, start: int, safe: int, consumed: int
+    ) -> int:
+        """Emit a streamed JSON value's source text as arguments up to ``safe``; keep the rest pending.
+
+        ``pending`` holds source text consumed before ``start`` that was not
+        safe yet; it is emitted first. ``text[safe:consumed]`` (past the
+        scanner's last safe position) is appended to ``pending`` for a later
+        feed, so what is emitted never depends on where chunks ended. Nothing
+        is emitted while ``safe < start``.
+
+        Returns:
+            where the next fragment of ``text`` starts.
+        """
+        ef = start
+        if safe >= start:
+            frag = "".join(pending) + text[start:safe]
+            pending.clear()
+            if frag:
+                self.emit(out, safe, args=frag)
+            ef = safe
+        if consumed > ef:
+            pending.append(text[ef:consumed])
+            return consumed
+        return ef
+
     def drop(self, pos: int) -> None:
         """Consume the uncommitted text up to ``pos`` as framing of no call: it is attributed to nothing.
 

@@ -174,17 +174,7 @@ class MistralToolParser(ToolParserBase):
         Raw text goes with the arguments: what is emitted is committed to the
         call, what is pending stays uncommitted (surfaced if the call breaks).
         """
-        a = self._arg_from
-        if safe >= a:
-            frag = "".join(self._pending) + text[a:safe]
-            self._pending = []
-            if frag:
-                self.emit(out, safe, args=frag)
-            a = safe
-        if consumed > a:
-            self._pending.append(text[a:consumed])
-            a = consumed
-        self._arg_from = a
+        self._arg_from = self.flush_source(out, self._pending, text, self._arg_from, safe, consumed)
 
     def _end_call(self, out: list[object], pos: int) -> None:
         """The call is complete at ``pos``: announce it and close its arguments.

@@ -234,15 +234,7 @@ class RecipientParser(ToolParserBase):
 
     def _flush(self, out: list[object], text: str, start: int, safe: int, consumed: int) -> None:
         """Emit the arguments' source text up to the safe position; keep the rest pending."""
-        ef = start
-        if safe >= start:
-            frag = "".join(self._pending) + text[start:safe]
-            self._pending = []
-            if frag:
-                self.emit(out, safe, args=frag)
-            ef = safe
-        if consumed > ef:
-            self._pending.append(text[ef:consumed])
+        self.flush_source(out, self._pending, text, start, safe, consumed)
 
     def finish_block(self, pos: int) -> int:
         """Mark the block over at ``pos``; returns ``pos``."""

@@ -840,15 +840,7 @@ class XmlFunctionParser(ToolParserBase):
 
     def _flush_json(self, out: list[object], text: str, start: int, safe: int, consumed: int) -> None:
         """Emit the body's source text up to the safe position; keep the rest pending (raw = arguments)."""
-        ef = start
-        if safe >= start:
-            frag = "".join(self._json_pending) + text[start:safe]
-            self._json_pending = []
-            if frag:
-                self.emit(out, safe, args=frag)
-            ef = safe
-        if consumed > ef:
-            self._json_pending.append(text[ef:consumed])
+        self.flush_source(out, self._json_pending, text, start, safe, consumed)
 
     # -- ends ---------------------------------------------------------------------------------
     def _closer(self) -> str:
