@@ -47,8 +47,11 @@ _LITERALS = {"t": "true", "f": "false", "n": "null"}
 # "," and its string ends at the first '"', so the match is linear; a member the run cannot
 # take (an escape, a number, a container, a cut at the chunk end) is left to the general loop,
 # which gives the same consumed and safe positions.
-# A character class and an escape never start alike, so the string pattern cannot backtrack.
-_STRING = r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"'
+# The same unrolled loop as _STR_RUN between the quotes: a run of plain characters is one
+# character-class loop (not one alternation per character), and every repetition starts at a
+# mandatory backslash, so the pattern cannot backtrack; a long value inside a simple member (a
+# 64 KB "content") is crossed at _STR_RUN's speed.
+_STRING = '"' + _STR_RUN.pattern + '"'
 _SIMPLE = "(?:" + _STRING + "|true|false|null)"
 _ARRAY_RUN = re.compile(r"(?:[ \t\n\r]*,[ \t\n\r]*" + _SIMPLE + ")+")
 _OBJECT_RUN = re.compile(r"(?:[ \t\n\r]*,[ \t\n\r]*" + _STRING + r"[ \t\n\r]*:[ \t\n\r]*" + _SIMPLE + ")+")
