@@ -13,8 +13,8 @@ conformance vectors, ``llamacpp:functionary_v3_2``):
   block at the first non-blank text (``start_openers=("",)``) and the block
   ends only with the output, or where its channel's text ends (``complete``
   is always True: reasoning before the content is parsed as its own block).
-  Content is surfaced as text through the base's
-  :meth:`~deltaflow.parsers.base.ToolParserBase.surface` as it arrives.
+  Content is passed on as content text as it arrives (not surfaced as the
+  raw text of a broken call: it is the answer).
 * A message's first line is held until its newline, and decides the route:
   ``all`` (the content recipient) is framing and dropped with its newline
   and the ``>>>`` before it; a function name (``[A-Za-z_][\\w.:-]*``) is a
@@ -52,7 +52,7 @@ from typing import final
 
 from .._core.jsonscan import JsonScanner
 from .._core.text import skip_json_ws
-from ..items import ToolDelta
+from ..items import ChannelText, ToolDelta
 from ..tools import ToolSpec
 from .base import BLANK_RUN_MAX, ToolParserBase
 from .spec import ToolParserContext
@@ -194,7 +194,7 @@ class RecipientParser(ToolParserBase):
                 if p >= n or (not final and sep.startswith(text[p:])):
                     if final:
                         self.new_call()
-                        self.surface(out, n)  # only blanks after the last call: text
+                        self._content(out, n)  # only blanks after the last call: text
                         return self.finish_block(n)
                     return pos
                 self.new_call()
@@ -203,15 +203,21 @@ class RecipientParser(ToolParserBase):
                 i = text.find(sep, pos)
                 if i < 0:
                     end = n if final else n - _partial(text, pos, sep)
-                    self.surface(out, end)
+                    self._content(out, end)
                     if final:
                         return self.finish_block(n)
                     return end
-                self.surface(out, i)
+                self._content(out, i)
                 pos = i + len(sep)
                 self._state = _LINE
             else:  # pragma: no cover - _DONE is never run
                 return pos
+
+    def _content(self, out: list[object], pos: int) -> None:
+        """Pass the text up to ``pos`` on as content: it is the answer, not a broken call."""
+        text = self._take(pos)
+        if text:
+            out.append(ChannelText(self.ctx.channel, text))
 
     def _json(self, text: str, pos: int, out: list[object], final: bool) -> tuple[int, bool]:
         scan = self._scan

@@ -382,3 +382,18 @@ def test_v31_token_by_token_stream(shared: Path) -> None:
     for cut in list(itertools.accumulate(len(c) for c in chunks))[:-1]:
         two = accumulate(feed_chunks(split_at(text, [cut]), chunking="tokens", **kwargs))
         assert message_key(two) == message_key(want), cut
+
+
+def test_v32_content_is_text_not_a_malformed_block() -> None:
+    """Functionary v3.2 content reaches the identity stage as text: no malformed-block diagnostic is recorded."""
+    from deltaflow.pipeline.chain import SyncChain
+    from deltaflow.pipeline.sync import default_stage_factories
+    from deltaflow.stages.identity import IdentityFirstBuffer
+
+    stages = [f() for _, f in default_stage_factories(tool_parser="functionary_v3_2")]
+    identity = next(st for st in stages if isinstance(st, IdentityFirstBuffer))
+    identity.diagnostics = []
+    chain = SyncChain(stages)
+    out = chain.run(["all\nHello", ", world!\n>>>all\nmore"]) + chain.finish()
+    assert "".join(d.content or "" for d in out if getattr(d, "content", None)) == "Hello, world!\nmore"
+    assert identity.diagnostics == []
