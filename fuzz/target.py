@@ -26,6 +26,9 @@ FAMILIES = {
     "mistral_pythonic": (("mistral", "mistral"), ("pythonic", None), ("llama4_pythonic", None)),
     "harmony": (("openai", "openai_gptoss"), ("openai", None)),
     "xml_tools": (("xml_tools", "qwen3"), ("xml_tools", None)),
+    "xtml": (("kimi_k3", "kimi_k3"), ("kimi_k3", None)),
+    "xml_element": (("minimax_m3", "minimax_m3"), ("minicpm5", "qwen3"), ("minimax_m3", None)),
+    "recipient": (("functionary_v3_2", None), ("functionary_v3_1", None), ("command_r_plus", None)),
 }
 NAMES = ("get_weather", "f", "search")
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {
@@ -83,8 +86,9 @@ def main(argv: list[str]) -> None:
         return
     import atheris
 
-    with atheris.instrument_imports():
-        import deltaflow  # noqa: F401
+    # deltaflow is imported at the top of this module (the random loop needs no atheris), so its
+    # code is instrumented now, after the import: instrument_imports() would see nothing new.
+    atheris.instrument_all()
     atheris.Setup([argv[0], *argv[2:]], lambda data: check(family, data))
     atheris.Fuzz()
 
