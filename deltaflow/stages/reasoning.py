@@ -31,6 +31,10 @@ Rules (shared/dialects.md section 0):
   (Gemma 4): a start marker in the content opens another reasoning block,
   one inside reasoning is dropped with its label, and an end marker outside
   reasoning is dropped.
+* An inline dialect (``minimax_m2_append_think``) splits nothing: the output
+  is content, and its start marker, which the prompt wrote, is put back in
+  front of the first text (not with ``enable_thinking=False``; an empty
+  output stays empty). Its reasoning is not counted as reasoning tokens.
 
 Usage: on each :class:`~deltaflow.items.ChunkEnd` the splitter counts the
 chunk's tokens that lie in a raw reasoning span (markers and any tool
@@ -52,7 +56,8 @@ __all__ = ("ReasoningSplitter",)
 
 # _LABEL: right after a start marker (labels); _LEAD: the start of the content
 # (newline stripping, wrapper opener); _BODY: content scanned for markers;
-# _CONTENT: content passed through.
+# _CONTENT: content passed through; _INLINE: an inline spec before its first text (its start
+# marker is put back in front of that text, then _CONTENT).
 _START, _LABEL, _REASONING, _LEAD, _BODY, _CONTENT, _INLINE = range(7)
 _CONTENT_CH = Channel.CONTENT
 _REASONING_CH = Channel.REASONING
