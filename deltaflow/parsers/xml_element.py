@@ -54,6 +54,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import final
 
 from .._core.holdback import MarkerHoldback
@@ -116,6 +117,16 @@ class XmlElementSpec:
         return (self.opener, f"{p}</{self.block_tag}>", f"{p}<{self.call_tag}", f"{p}</{self.call_tag}>", p)
 
 
+@lru_cache(maxsize=None)
+def _derived(spec: XmlElementSpec) -> tuple[MarkerHoldback, str, re.Pattern[str], MarkerHoldback]:
+    """What every parser of one declaration shares: the marker holdback, the block closer, and where a
+    call tag that is no call ends (its closer, or where the next call or the block's end begins)."""
+    closer = f"{spec.prefix}</{spec.block_tag}>"
+    skip = (f"{spec.prefix}</{spec.call_tag}>", f"{spec.prefix}<{spec.call_tag}", closer)
+    pattern = re.compile("|".join(re.escape(x) for x in skip))
+    return MarkerHoldback((spec.prefix,)), closer, pattern, MarkerHoldback(skip)
+
+
 class _Frame:
     """An open container: the call's arguments object, or an object / array element."""
 
@@ -164,12 +175,7 @@ class XmlElementParser(ToolParserBase):
         self._vsaw = False
         self._vscalar = ""
         self._vwhole = False
-        self._mhold = MarkerHoldback((spec.prefix,))
-        self._closer = f"{spec.prefix}</{spec.block_tag}>"
-        # What ends a call tag that is no call: its closer, or where the next call or the block's end begins.
-        skip = (f"{spec.prefix}</{spec.call_tag}>", f"{spec.prefix}<{spec.call_tag}", self._closer)
-        self._skip_end = re.compile("|".join(re.escape(x) for x in skip))
-        self._skip_hold = MarkerHoldback(skip)
+        self._mhold, self._closer, self._skip_end, self._skip_hold = _derived(spec)
         self.new_call()
 
     @property
