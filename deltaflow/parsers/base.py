@@ -25,7 +25,7 @@ only the number of events it is split into differs.
 
 from __future__ import annotations
 
-from ..items import ToolDelta
+from ..items import ChannelText, ToolDelta
 from .spec import ToolParserContext
 
 __all__ = ("BLANK_RUN_MAX", "ToolParserBase")
@@ -171,6 +171,12 @@ class ToolParserBase:
             pending.append(text[ef:consumed])
             return consumed
         return ef
+
+    def pass_text(self, out: list[object], pos: int) -> None:
+        """Pass the uncommitted text up to ``pos`` on as plain text of the channel: no call, and no broken one."""
+        text = self._take(pos)
+        if text:
+            out.append(ChannelText(self.ctx.channel, text))
 
     def drop(self, pos: int) -> None:
         """Consume the uncommitted text up to ``pos`` as framing of no call: it is attributed to nothing.

@@ -52,7 +52,7 @@ from typing import final
 
 from .._core.jsonscan import JsonScanner
 from .._core.text import skip_json_ws
-from ..items import ChannelText, ToolDelta
+from ..items import ToolDelta
 from ..tools import ToolSpec
 from .base import BLANK_RUN_MAX, ToolParserBase
 from .spec import ToolParserContext
@@ -194,7 +194,7 @@ class RecipientParser(ToolParserBase):
                 if p >= n or (not final and sep.startswith(text[p:])):
                     if final:
                         self.new_call()
-                        self._content(out, n)  # only blanks after the last call: text
+                        self.pass_text(out, n)  # only blanks after the last call: text
                         return self.finish_block(n)
                     return pos
                 self.new_call()
@@ -203,21 +203,15 @@ class RecipientParser(ToolParserBase):
                 i = text.find(sep, pos)
                 if i < 0:
                     end = n if final else n - _partial(text, pos, sep)
-                    self._content(out, end)
+                    self.pass_text(out, end)
                     if final:
                         return self.finish_block(n)
                     return end
-                self._content(out, i)
+                self.pass_text(out, i)
                 pos = i + len(sep)
                 self._state = _LINE
             else:  # pragma: no cover - _DONE is never run
                 return pos
-
-    def _content(self, out: list[object], pos: int) -> None:
-        """Pass the text up to ``pos`` on as content: it is the answer, not a broken call."""
-        text = self._take(pos)
-        if text:
-            out.append(ChannelText(self.ctx.channel, text))
 
     def _json(self, text: str, pos: int, out: list[object], final: bool) -> tuple[int, bool]:
         scan = self._scan

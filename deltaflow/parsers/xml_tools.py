@@ -90,7 +90,6 @@ from typing import Any, Literal
 
 from .._core.jsonscan import JsonScanner
 from .._core.text import skip_json_ws
-from ..items import ChannelText
 from ..messages import DeltaMessage
 from .base import ToolParserBase
 from .spec import ToolParserContext
@@ -202,9 +201,7 @@ class XmlToolsParser(ToolParserBase):
                 q = text.find("<", pos)
                 if q < 0:
                     q = n
-                raw = self._take(q)
-                if raw:
-                    out.append(ChannelText(self.ctx.channel, raw))
+                self.pass_text(out, q)
                 if q < n or final:
                     self._state = _DONE
                     return self.finish_block(q)
@@ -242,7 +239,7 @@ class XmlToolsParser(ToolParserBase):
         if p >= n:  # pragma: no cover - the feeder starts a block at a "<"
             if not final:
                 return pos
-            out.append(ChannelText(self.ctx.channel, self._take(n)))
+            self.pass_text(out, n)
             self._state = _DONE
             return self.finish_block(n)
         if text[p] != "<" or not tools:
