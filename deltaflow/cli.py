@@ -90,6 +90,16 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tools", metavar="TOOLS_JSON", help="a JSON file with the request's tools list")
     p.add_argument("--no-thinking", action="store_true", help="thinking was disabled (enable_thinking=False)")
     p.add_argument(
+        "--reasoning-starts-open",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=(
+            "the prompt opened the reasoning block, so the output starts inside it; with "
+            "--no-reasoning-starts-open reasoning starts only at a marker the model writes "
+            "(default: the reasoning parser's own)"
+        ),
+    )
+    p.add_argument(
         "--chunk-size",
         type=_positive_int,
         metavar="N",
@@ -223,6 +233,7 @@ def _cmd_parse(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
         tools,
         False if args.no_thinking else None,
         chunking=args.chunking,
+        reasoning_starts_open=args.reasoning_starts_open,
     )
     text = _read_text(args.file, stdin)
     size = args.chunk_size or max(len(text), 1)

@@ -261,6 +261,7 @@ class Pipeline:
         chunking: str | None = None,
         id_factory: Callable[[], str] = new_call_id,
         model: str | None = None,
+        reasoning_starts_open: bool | None = None,
         **options: Any,
     ) -> Pipeline:
         """The default chain for a dialect.
@@ -276,6 +277,7 @@ class Pipeline:
                 chunk is token-aligned, e.g. a source of token ids only).
             id_factory: makes call ids.
             model: a model name whose preset gives the parsers not passed explicitly.
+            reasoning_starts_open: see :class:`~deltaflow.ResponseParser`.
             **options: ``buffer_size``, ``prefetch``, ``max_batch``.
 
         Raises:
@@ -294,6 +296,7 @@ class Pipeline:
             tokenizer=tokenizer,
             detokenize=True,
             model=model,
+            reasoning_starts_open=reasoning_starts_open,
         )
         context = {"tool_parser": tool_parser, "reasoning_parser": reasoning_parser, "model": model}
         return cls(factories, log_context=context, **options)
@@ -558,6 +561,7 @@ async def stream(
     chunking: str | None = None,
     pipeline: Pipeline | None = None,
     model: str | None = None,
+    reasoning_starts_open: bool | None = None,
     **options: Any,
 ) -> AsyncIterator[DeltaStream]:
     """Parse an engine's async output into a stream of deltas.
@@ -580,6 +584,7 @@ async def stream(
         chunking: see :meth:`Pipeline.for_model`.
         pipeline: a custom :class:`Pipeline` (the dialect arguments are then ignored).
         model: a model name whose preset gives the parsers not passed explicitly.
+        reasoning_starts_open: see :class:`~deltaflow.ResponseParser`.
         **options: ``buffer_size``, ``prefetch``, ``max_batch`` for the default pipeline.
 
     Raises:
@@ -594,6 +599,7 @@ async def stream(
             tokenizer=tokenizer,
             chunking=chunking,
             model=model,
+            reasoning_starts_open=reasoning_starts_open,
             **options,
         )
     async with pipeline.open(source) as deltas:

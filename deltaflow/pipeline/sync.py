@@ -46,6 +46,7 @@ def default_stage_factories(
     tokenizer: Any = None,
     detokenize: bool = False,
     model: str | None = None,
+    reasoning_starts_open: bool | None = None,
 ) -> list[tuple[str, Callable[[], Stage]]]:
     """The default ``(name, factory)`` pairs for a dialect; each factory builds a fresh stage.
 
@@ -65,6 +66,10 @@ def default_stage_factories(
         raise ValueError(f"chunking must be 'any' or 'tokens', got {chunking!r}")
     if enable_thinking is not None and not isinstance(enable_thinking, bool):
         raise TypeError(f"enable_thinking must be a bool or None, got {type(enable_thinking).__name__}")
+    if reasoning_starts_open is not None and not isinstance(reasoning_starts_open, bool):
+        raise TypeError(
+            f"reasoning_starts_open must be a bool or None, got {type(reasoning_starts_open).__name__}"
+        )
     if model is not None:
         preset = resolve_model(model)
         tool_parser = tool_parser if tool_parser is not None else preset.tool_parser
@@ -90,7 +95,7 @@ def default_stage_factories(
             Detokenizer(tokenizer, keep=keep)  # fail now on an unsupported tokenizer
         out.append(("detokenize", lambda: Detokenizer(tokenizer, keep=keep)))
     out.append(("router", router))
-    out.append(("reasoning", lambda: ReasoningSplitter(rspec, enabled=thinking, chunking=chunking)))
+    out.append(("reasoning", lambda: ReasoningSplitter(rspec, enabled=thinking, starts_open=reasoning_starts_open, chunking=chunking)))
     if dialect is not None:
         out.append(("tools", lambda: ToolBlockFeeder(dialect, tools=by_name, chunking=chunking)))
         out.append(("identity", IdentityFirstBuffer))
@@ -120,6 +125,12 @@ class ResponseParser:
             as content).
         enable_thinking: False turns reasoning splitting off (the prompt
             disabled thinking); None or True: the dialect's default.
+        reasoning_starts_open: whether the output starts inside reasoning,
+            because the prompt ended with the opening marker (SGLang's
+            ``force_reasoning``, llama.cpp's ``thinking_forced_open``).
+            False: reasoning starts only at a ``<think>`` the model writes, so
+            output without one is content. None: the dialect's default
+            (``deltaflow parsers`` shows it; ``qwen3`` starts open).
         chunking: ``"any"`` (default) holds every proper prefix of a marker
             at a chunk end, so text may be re-chunked anywhere;
             ``"tokens"`` holds only the prefixes the dialect's real
@@ -146,6 +157,7 @@ class ResponseParser:
         chunking: str = "any",
         id_factory: Callable[[], str] = new_call_id,
         model: str | None = None,
+        reasoning_starts_open: bool | None = None,
     ) -> None:
         stages = default_stages(
             tool_parser,
@@ -155,6 +167,7 @@ class ResponseParser:
             chunking=chunking,
             id_factory=id_factory,
             model=model,
+            reasoning_starts_open=reasoning_starts_open,
         )
         framer = stages[-1]
         assert isinstance(framer, DeltaFramer)
@@ -249,6 +262,7 @@ def parse_complete(
     enable_thinking: bool | None = None,
     id_factory: Callable[[], str] = new_call_id,
     model: str | None = None,
+    reasoning_starts_open: bool | None = None,
 ) -> ChatMessage:
     """Parse a complete model output.
 
@@ -263,12 +277,19 @@ def parse_complete(
         enable_thinking: see :class:`ResponseParser`.
         id_factory: see :class:`ResponseParser`.
         model: see :class:`ResponseParser`.
+        reasoning_starts_open: see :class:`ResponseParser`.
 
     Returns:
         The message: ``content``, ``reasoning_content`` (pieces joined; None
         when empty) and ``tool_calls``.
     """
     parser = ResponseParser(
-        tool_parser, reasoning_parser, tools, enable_thinking, id_factory=id_factory, model=model
+        tool_parser,
+        reasoning_parser,
+        tools,
+        enable_thinking,
+        id_factory=id_factory,
+        model=model,
+        reasoning_starts_open=reasoning_starts_open,
     )
     return accumulate(parser.feed(text, final=True))

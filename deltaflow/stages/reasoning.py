@@ -10,8 +10,10 @@ content). Held text is bounded by these markers' lengths.
 
 Rules (shared/dialects.md section 0):
 
-* The output starts inside reasoning when the dialect says so, unless
-  ``enable_thinking=False`` turns splitting off (everything is content).
+* The output starts inside reasoning when the dialect says so (or the
+  caller's ``reasoning_starts_open`` does: whether the prompt opened the
+  block), unless ``enable_thinking=False`` turns splitting off (everything
+  is content).
 * A start marker that is the first non-blank text is consumed as the opening
   marker; blank text before it is reasoning. A later start marker is text.
 * Right after a consumed start marker, the longest declared start label
@@ -77,6 +79,8 @@ class ReasoningSplitter:
     Args:
         spec: the reasoning protocol, or None for no reasoning.
         enabled: False turns splitting off (``enable_thinking=False``).
+        starts_open: whether the output starts inside reasoning (the prompt
+            opened the block); None: the spec's ``starts_open``.
         chunking: ``"any"`` or ``"tokens"`` (see :class:`~deltaflow._core.holdback.MarkerHoldback`).
     """
 
@@ -88,7 +92,14 @@ class ReasoningSplitter:
         "_body_close_re", "_hb_body_close",
     )
 
-    def __init__(self, spec: ReasoningSpec | None, *, enabled: bool = True, chunking: str = "any") -> None:
+    def __init__(
+        self,
+        spec: ReasoningSpec | None,
+        *,
+        enabled: bool = True,
+        starts_open: bool | None = None,
+        chunking: str = "any",
+    ) -> None:
         self._spec = spec
         self._buf = ""
         self._finished = False
@@ -128,8 +139,8 @@ class ReasoningSplitter:
             self._mode = _INLINE  # content from the first character, after the start marker put back
             return
         self._mode = _START
-        self._open = spec.starts_open
-        if spec.starts_open:
+        self._open = spec.starts_open if starts_open is None else starts_open
+        if self._open:
             self._spans.append([0.0, _INF])
         self._labels = tuple(sorted(spec.start_labels, key=len, reverse=True))
         self._hb_start = MarkerHoldback((spec.start,), prefixes, chunking)

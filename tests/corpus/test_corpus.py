@@ -22,11 +22,11 @@ expectation, compared the way the peer's test compares it:
   string when given;
 - ``content_contains`` / ``content_not_contains``: substring checks on content.
 
-Request fields used: ``tools``, and ``enable_thinking`` (or
-``chat_template_kwargs.enable_thinking``). Ignored request fields:
-``force_reasoning``, ``reasoning_format``, ``parallel_tool_calls``,
-``tool_choice``, ``is_partial`` (our qwen3 and deepseek_r1 start inside
-reasoning unless ``enable_thinking`` is False). Ignored expectations:
+Request fields used: ``tools``, ``enable_thinking`` (or
+``chat_template_kwargs.enable_thinking``), and SGLang's ``force_reasoning``
+(default False), passed as ``reasoning_starts_open``. Ignored request fields:
+``reasoning_format``, ``parallel_tool_calls``, ``tool_choice``,
+``is_partial``. Ignored expectations:
 ``is_reasoning_end`` (a token-id check), ``last_tool_call``,
 ``streaming_content``, and per call ``id`` and ``arguments_raw`` (call ids are
 ours; argument text is the model's own source text, compared as JSON); a
@@ -60,6 +60,9 @@ PEERS: tuple[str, ...] = ("vllm", "sglang", "lmdeploy", "llamacpp")
 TRIMMING_PEERS: frozenset[str] = frozenset({"llamacpp"})
 """Peers whose tests compare content and reasoning after trimming whitespace."""
 
+SGLANG_UNFORCED: frozenset[str] = frozenset({"qwen3", "glm45"})
+"""Reasoning parsers whose SGLang detector defaults to ``force_reasoning=False``."""
+
 CONFORMANCE_MD: Path = Path(__file__).resolve().parents[2] / "CONFORMANCE.md"
 
 _ROW_ID = re.compile(r"^\|\s*`([^`]+)`\s*\|")
@@ -85,6 +88,7 @@ class ParseArgs:
     reasoning_parser: str | None
     tools: list[dict[str, Any]] | None
     enable_thinking: bool | None
+    reasoning_starts_open: bool | None = None
 
     def as_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of ``parse_complete`` / ``ResponseParser``."""
@@ -93,6 +97,7 @@ class ParseArgs:
             "reasoning_parser": self.reasoning_parser,
             "tools": self.tools,
             "enable_thinking": self.enable_thinking,
+            "reasoning_starts_open": self.reasoning_starts_open,
         }
 
 
@@ -125,10 +130,29 @@ class Vector:
                 reasoning_parser=raw.get("reasoning_parser"),
                 tools=request.get("tools"),
                 enable_thinking=thinking,
+                reasoning_starts_open=_starts_open(peer, raw.get("reasoning_parser"), request),
             ),
             expect=raw["expect"],
             unasserted=frozenset(raw.get("unasserted") or ()),
         )
+
+
+def _starts_open(peer: str, raw_reasoning: str | None, request: Mapping[str, Any]) -> bool | None:
+    """The ``reasoning_starts_open`` a vector's request asks for (None: the dialect's default).
+
+    SGLang's reasoning parsers take ``force_reasoning``: when it is False the
+    prompt did not open the reasoning block, so reasoning starts only at a
+    ``<think>`` the model writes. Its default depends on the detector: False
+    for the one SGLang uses for ``qwen3`` and ``glm45``, True for
+    ``deepseek_r1`` (the dialect's default here too). The other peers'
+    vectors carry no such field and use the dialect's default.
+    """
+    if peer != "sglang":
+        return None
+    forced = request.get("force_reasoning")
+    if forced is None and raw_reasoning in SGLANG_UNFORCED:
+        return False
+    return forced if isinstance(forced, bool) else None
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,24 @@ def test_tools_file_allowing_the_call(tmp_path: Path) -> None:
     assert status == 0 and len(json.loads(out)["tool_calls"]) == 2
 
 
+@pytest.mark.parametrize(
+    ("flag", "reasoning", "content"),
+    [
+        ([], "why", "answer"),
+        (["--reasoning-starts-open"], "why", "answer"),
+        (["--no-reasoning-starts-open"], None, "why</think>answer"),
+    ],
+)
+def test_reasoning_starts_open_flag(tmp_path: Path, flag: list[str], reasoning: str | None, content: str) -> None:
+    """``--no-reasoning-starts-open``: output without a written <think> is content."""
+    f = tmp_path / "out.txt"
+    f.write_text("why</think>answer", encoding="utf-8")
+    status, out = run(["parse", str(f), "--reasoning-parser", "qwen3", *flag])
+    assert status == 0
+    m = json.loads(out)
+    assert (m["reasoning_content"], m["content"]) == (reasoning, content)
+
+
 def test_no_thinking_makes_reasoning_content() -> None:
     """``--no-thinking`` turns reasoning off: the think block is content."""
     status, out = run(["parse", "--no-thinking"])

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import pytest
 
-from deltaflow import ResponseParser, StateError, parse_complete
+import deltaflow
+from deltaflow import ResponseParser, StateError, accumulate, parse_complete
 from deltaflow.items import Channel, ChannelText
 from deltaflow.parsers import registry
 from deltaflow.stages.reasoning import ReasoningSplitter
@@ -83,6 +84,59 @@ def test_enable_thinking_true_is_the_default() -> None:
     a = parse_complete("r</think>c", reasoning_parser="qwen3", enable_thinking=True)
     b = parse_complete("r</think>c", reasoning_parser="qwen3")
     assert (a.reasoning_content, a.content) == (b.reasoning_content, b.content) == ("r", "c")
+
+
+CLOSED_START = [
+    Case("no tag is content", "plain answer", None, "plain answer"),
+    Case("a written opener starts reasoning", "<think>why</think>answer", "why", "answer"),
+    Case("blank before the opener is content", "\n<think>why</think>a", "why", "\na"),
+    Case("an opener later in the text is content", "a <think>b</think>", None, "a <think>b</think>"),
+    Case("a bare closer is content", "why</think>answer", None, "why</think>answer"),
+    Case("tag-like text is kept", "</answer", None, "</answer"),
+    Case("an unclosed opener is all reasoning", "<think>still", "still", None),
+]
+
+
+@pytest.mark.parametrize("case", CLOSED_START, ids=[c.label for c in CLOSED_START])
+def test_reasoning_starts_open_false_waits_for_the_opener(case: Case) -> None:
+    """reasoning_starts_open=False: reasoning begins only at a <think> the model writes, on any chunking."""
+    m = check_chunkings(case.text, reasoning_parser="qwen3", reasoning_starts_open=False)
+    assert (m.reasoning_content, m.content) == (case.reasoning, case.content)
+
+
+def test_reasoning_starts_open_true_opens_a_closed_dialect() -> None:
+    """reasoning_starts_open=True starts mistral (whose model writes [THINK]) inside reasoning."""
+    m = check_chunkings("why[/THINK]answer", reasoning_parser="mistral", reasoning_starts_open=True)
+    assert (m.reasoning_content, m.content) == ("why", "answer")
+    default = parse_complete("why[/THINK]answer", reasoning_parser="mistral")
+    assert (default.reasoning_content, default.content) == (None, "why[/THINK]answer")
+
+
+def test_enable_thinking_false_wins_over_reasoning_starts_open() -> None:
+    """Thinking disabled means no split at all, whatever the prompt is said to have opened."""
+    m = parse_complete("why</think>answer", reasoning_parser="qwen3", enable_thinking=False, reasoning_starts_open=True)
+    assert (m.reasoning_content, m.content) == (None, "why</think>answer")
+
+
+@pytest.mark.parametrize("bad", ["no", 1, 0.0])
+def test_reasoning_starts_open_must_be_a_bool(bad: object) -> None:
+    """A non-bool reasoning_starts_open is a TypeError naming the argument."""
+    with pytest.raises(TypeError, match="reasoning_starts_open must be a bool or None"):
+        ResponseParser(reasoning_parser="qwen3", reasoning_starts_open=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_stream_passes_reasoning_starts_open() -> None:
+    """The async pipeline honours reasoning_starts_open too."""
+
+    async def source() -> AsyncIterator[str]:
+        for piece in ("plain ", "answer"):
+            yield piece
+
+    async with deltaflow.stream(source(), reasoning_parser="qwen3", reasoning_starts_open=False) as deltas:
+        items = [d async for d in deltas]
+    m = accumulate(items)
+    assert (m.reasoning_content, m.content) == (None, "plain answer")
 
 
 def test_no_reasoning_parser_is_all_content() -> None:
