@@ -144,10 +144,10 @@ class ToolDialect:
             them special.
         families: model families served (for ``deltaflow parsers`` and the README).
         openers_for: for a dialect whose openers depend on the request (a tag
-            per offered tool): returns the openers for the request's tools;
-            the feeder uses them instead of ``openers``. Such openers are
+            per offered tool): returns the request's openers, which the
+            feeder watches for in addition to ``openers``. Such openers are
             plain text, so every proper prefix is held in both chunking
-            modes. No openers: all text passes through.
+            modes. No openers at all: all text passes through.
     """
 
     name: str

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from .._core.holdback import MarkerHoldback
 from ..errors import StateError
 from ..items import Channel, ChannelText
-from ..parsers.spec import ToolDialect, ToolParser, ToolParserContext
+from ..parsers.spec import ToolDialect, ToolParser, ToolParserContext, all_prefixes
 from ..tools import ToolSpec
 from .._core.text import skip_json_ws
 from ..parsers.base import BLANK_RUN_MAX
@@ -60,14 +60,14 @@ class ToolBlockFeeder:
     ) -> None:
         self._dialect = dialect
         self._tools = tools
-        request_openers = dialect.openers_for is not None
-        openers = dialect.openers_for(tools) if dialect.openers_for is not None else dialect.openers
+        request_openers = dialect.openers_for(tools) if dialect.openers_for is not None else ()
+        openers = (*dialect.openers, *request_openers)
         self._opener = openers[0] if len(openers) == 1 else None
         # A dialect without text openers (e.g. one routed by the channel router) passes text through.
         self._passthrough = not openers and not dialect.start_openers
         self._open_re = re.compile("|".join(re.escape(o) for o in openers) or r"(?!)")
         # Request-defined openers are plain text: any prefix of them can end a token.
-        self._hb = MarkerHoldback(openers, dialect.token_prefixes, "any" if request_openers else chunking)
+        self._hb = MarkerHoldback(openers, (*dialect.token_prefixes, *all_prefixes(*request_openers)), chunking)
         self._start_openers = dialect.start_openers
         self._started: set[Channel] = set()
         self._parser: ToolParser | None = None

@@ -10,7 +10,11 @@ wrapper opens a block anywhere, since it cannot be ordinary text.
 A bare ``[`` is ordinary text (``[``, ``(`` and ``=`` are split BPE tokens),
 so it opens a block only at the start of a channel, after whitespace at
 most: vLLM only recognises output that starts with ``[``, and a bracket in
-prose stays prose. Token prefixes: ``[`` is one character and the wrapper
+prose stays prose. The exception is ``[NAME(`` where NAME is a tool the
+request offers: that opens a block anywhere (``Let me check: [get_weather(
+city="Paris")]``), as SGLang finds such lists after prose. Without tools,
+or for any other name, a bracket after prose stays prose, so ``[1, 2]``,
+``[see above]`` and ``[print(x)]`` in an explanation are never calls. Token prefixes: ``[`` is one character and the wrapper
 markers are special tokens in Llama 4, so ``llama4_pythonic`` holds nothing
 in ``chunking="tokens"`` mode. ``pythonic`` serves Llama 3.2, whose
 vocabulary (shared/tokenizers/llama3) has no ``<|python_start|>``: written
@@ -20,17 +24,29 @@ list's first token begins with ``[`` (tests/unit/parsers/test_pythonic.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
 from ..pythonic import PYTHON_END, PYTHON_START, PythonicToolParser
 from ..registry import register_tool_parser
 from ..spec import ToolDialect
 
-__all__ = ("LLAMA4_PYTHONIC", "PYTHONIC")
+if TYPE_CHECKING:  # deltaflow.tools imports pydantic, which stays out of parsers/ at run time
+    from ...tools import ToolSpec
+
+__all__ = ("LLAMA4_PYTHONIC", "PYTHONIC", "pythonic_openers")
+
+
+def pythonic_openers(tools: Mapping[str, ToolSpec] | None) -> tuple[str, ...]:
+    """The request's openers: ``[NAME(`` for each offered tool, which opens a call list after prose too."""
+    return tuple(f"[{name}(" for name in tools) if tools else ()
 
 PYTHONIC = register_tool_parser(
     ToolDialect(
         name="pythonic",
         openers=(PYTHON_START,),
         start_openers=("[",),
+        openers_for=pythonic_openers,
         factory=PythonicToolParser,
         markers=(PYTHON_START, PYTHON_END),
         # Llama 3.2's vocabulary has no <|python_start|>: written out, it is
@@ -47,6 +63,7 @@ LLAMA4_PYTHONIC = register_tool_parser(
         name="llama4_pythonic",
         openers=(PYTHON_START,),
         start_openers=("[",),
+        openers_for=pythonic_openers,
         factory=PythonicToolParser,
         markers=(PYTHON_START, PYTHON_END),
         token_prefixes=(),

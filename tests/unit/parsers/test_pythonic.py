@@ -172,6 +172,46 @@ def test_unknown_name_is_filtered_when_tools_are_given() -> None:
     assert m.content == "[rm_rf(path='/')"
 
 
+AFTER_PROSE = [
+    Case(
+        "offered name after prose",
+        "Let me check: [get_weather(city='Paris')]",
+        [("get_weather", '{"city": "Paris"}')],
+        "Let me check: ",
+    ),
+    Case(
+        "two lists with prose between",
+        "[ping()] and then [search(query='x')] done",
+        [("ping", "{}"), ("search", '{"query": "x"}')],
+        " and then  done",
+    ),
+    Case("another name after prose is prose", "Use [print(x)] here", [], "Use [print(x)] here"),
+    Case("a list of values after prose is prose", "See [1, 2] and [ping]", [], "See [1, 2] and [ping]"),
+    Case(
+        "an offered name cut at the end is surfaced",
+        "Checking: [get_weath",
+        [],
+        "Checking: [get_weath",
+    ),
+]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("case", AFTER_PROSE, ids=[c.label for c in AFTER_PROSE])
+def test_offered_name_opens_a_list_after_prose(case: Case, dialect: str) -> None:
+    """With tools, ``[NAME(`` of an offered tool opens a call list anywhere; other brackets in prose stay prose."""
+    for chunking in ("any", "tokens"):
+        m = check_chunkings(case.text, tool_parser=dialect, tools=TOOLS, chunking=chunking)
+        assert [(c.function.name, c.function.arguments) for c in m.tool_calls] == case.calls
+        assert m.content == case.content
+
+
+def test_without_tools_a_list_after_prose_stays_prose() -> None:
+    """Without tools no name is known, so only a list at the start of the output is a call list."""
+    m = check_chunkings("Let me check: [get_weather(city='Paris')]", tool_parser="pythonic")
+    assert (m.tool_calls, m.content) == ([], "Let me check: [get_weather(city='Paris')]")
+
+
 def test_reasoning_and_tools_in_one_chunk() -> None:
     """A reasoning block then a call list, in one chunk: the list opens at the start of the content."""
     text = "<think>Use the tool.</think>\n[get_weather(city='Paris')]"
