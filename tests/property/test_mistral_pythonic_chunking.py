@@ -290,24 +290,33 @@ def py_call(draw: st.DrawFn, names: st.SearchStrategy[str]) -> tuple[str, str, d
 
 @st.composite
 def pythonic_outputs(draw: st.DrawFn) -> Output:
-    """A pythonic output: a call list at the start (or a wrapped one after prose), then text."""
+    """A pythonic output: a call list at the start, a wrapped one after prose, or (with tools) a bare
+    one after prose whose first call names an offered tool; then text."""
     dialect = draw(st.sampled_from(("pythonic", "llama4_pythonic")))
     tools = draw(tools_for(PY_NAMES))
     names = st.sampled_from(PY_NAMES + ("delete_all",))
-    forbidden = (PY_START, PY_END)
-    wrapped = draw(st.booleans())
+    # [NAME( of an offered tool opens a list anywhere, so prose must not contain one.
+    forbidden = (PY_START, PY_END, *(f"[{t}(" for t in tools or ()))
+    where = draw(st.sampled_from(("start", "wrapped", "after_prose") if tools else ("start", "wrapped")))
+    wrapped = where == "wrapped"
     pieces: list[tuple[str, str | tuple[Call, ...]]] = []
-    prose = sanitize(draw(FREE_TEXT), forbidden) if wrapped else draw(st.sampled_from(("", " ", "\n\n")))
-    if wrapped and prose.lstrip().startswith("["):
-        prose = "x" + prose  # a list at the very start would itself open a block
+    if where == "start":
+        prose = draw(st.sampled_from(("", " ", "\n\n")))
+    else:
+        prose = sanitize(draw(FREE_TEXT), forbidden)
+        if prose.lstrip().startswith("["):
+            prose = "x" + prose  # a list at the very start would itself open a block
+        if where == "after_prose" and not prose.strip():
+            prose = "Let me check: " + prose
     if prose:
         pieces.append(("content", prose))
     head = (PY_START + draw(WS) if wrapped else "") + "["
     calls: list[Call] = []
     n = draw(st.integers(1, 3))
     for i in range(n):
-        src, name, args = draw(py_call(names))
-        raw = (head + draw(WS) if i == 0 else draw(WS) + "," + draw(WS)) + src
+        first_after_prose = i == 0 and where == "after_prose"
+        src, name, args = draw(py_call(st.sampled_from(tools) if first_after_prose and tools else names))
+        raw = (head + ("" if first_after_prose else draw(WS)) if i == 0 else draw(WS) + "," + draw(WS)) + src
         calls.append(Call(name, args, raw))
     tail = draw(WS) + "]"
     closer = wrapped and draw(st.booleans())
