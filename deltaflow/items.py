@@ -74,7 +74,12 @@ class Channel(enum.Enum):
 
 
 class ChannelText(msgspec.Struct, frozen=True, tag=True, gc=False):
-    """Plain text of one channel."""
+    """Plain text of one channel.
+
+    The text may be empty: the reasoning splitter emits an empty content
+    text where the end marker closed reasoning, so later stages see the
+    channel change even when no content follows (the framer ignores it).
+    """
 
     channel: Channel
     text: str

@@ -347,7 +347,8 @@ def _container(t: str, want: str, depth: int = 0) -> str | None:
                 found = _container(str(unescaped).strip(), want, 1)
                 if found is not None:
                     return found
-    if t[:1] not in "{[":
+    if t[:1] != want:
+        # Only a literal of the wanted container: '{"a": 1},' is a tuple to Python, not an array.
         return None
     try:
         value = ast.literal_eval(t)

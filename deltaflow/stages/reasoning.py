@@ -66,6 +66,9 @@ _REASONING_CH = Channel.REASONING
 _INF = float("inf")
 _MAX_SPANS = 32  # reasoning spans kept for one engine chunk (reentrant dialects)
 _NEWLINES = re.compile("\n*")
+# An empty content text, emitted where the end marker closed reasoning: stages that care (the
+# tool block feeder) see the channel change even when no content follows.
+_END_SIGNAL = ChannelText(_CONTENT_CH, "")
 
 
 def _alternation(markers: tuple[str, ...]) -> re.Pattern[str]:
@@ -303,6 +306,7 @@ class ReasoningSplitter:
             pos = i + len(found)
             self._spans[-1][1] = base + pos
             self._enter_content(after_end=True)
+            out.append(_END_SIGNAL)  # tells later stages that reasoning ended here
         elif self._reentrant and found == spec.start:
             # A special token, never text: dropped, with its label.
             pos = i + len(found)

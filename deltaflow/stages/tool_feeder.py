@@ -11,6 +11,16 @@ Rules:
 * An opener starts a block in the content and in the reasoning channel; the
   block's events carry the channel it was opened from, and text after the
   block continues in the channel the splitter says.
+* A block opened inside reasoning is tentative. It is a call when the output
+  ends after it with nothing but blanks and further blocks (a model that
+  calls a tool before closing its thinking stops there to wait for the
+  result). When more text follows instead (reasoning, the end of reasoning,
+  or content), the model was only thinking about a call: the whole group of
+  blocks is reasoning text, verbatim, and its call numbers are reused. Until
+  that is known the group's events and raw text are held, but at most
+  :data:`THOUGHT_GROUP_MAX` characters of it: a longer group is a call (an
+  example sketched in thought is short, and a long call must stream). The
+  decision depends only on the text, so it is the same on every chunking.
 * Whitespace between two blocks is swallowed (it becomes raw text of the
   next call) only when another block follows; otherwise it stays text.
 * A start opener (Llama 3's bare ``{``) opens a block only where nothing but
@@ -31,7 +41,10 @@ from ..tools import ToolSpec
 from .._core.text import skip_json_ws
 from ..parsers.base import BLANK_RUN_MAX
 
-__all__ = ("ToolBlockFeeder",)
+__all__ = ("THOUGHT_GROUP_MAX", "ToolBlockFeeder")
+
+THOUGHT_GROUP_MAX = 4096
+"""Characters of tentative blocks inside reasoning held before they are taken as calls."""
 
 
 
@@ -47,6 +60,7 @@ class ToolBlockFeeder:
     __slots__ = (
         "_dialect", "_tools", "_opener", "_passthrough", "_open_re", "_hb", "_start_openers", "_started", "_parser",
         "_buf", "_buf_channel", "_after_block", "_block_channel", "_calls", "_finished",
+        "_pending", "_pending_raw", "_pending_calls", "_pending_size",
     )
 
     name = "tools"
@@ -77,6 +91,12 @@ class ToolBlockFeeder:
         self._block_channel = Channel.CONTENT
         self._calls = 0
         self._finished = False
+        # A group of tentative blocks inside reasoning: their events, their raw text, and the
+        # call counter before them (None: no group).
+        self._pending: list[object] | None = None
+        self._pending_raw: list[str] = []
+        self._pending_calls = 0
+        self._pending_size = 0
 
     def _new_call(self) -> int:
         n = self._calls
@@ -112,6 +132,8 @@ class ToolBlockFeeder:
             else:
                 text = self._buf + text
                 self._buf = ""
+        if self._pending is not None and self._parser is None and ch is not Channel.REASONING:
+            self._settle(out, real=False)  # reasoning ended after tentative blocks: they were thought
         self._process(text, ch, out, False)
         return out
 
@@ -124,12 +146,42 @@ class ToolBlockFeeder:
         text, self._buf = self._buf, ""
         if self._parser is not None or text:
             self._process(text, self._buf_channel, out, True)
+        if self._pending is not None:
+            self._settle(out, real=True)  # only blanks and blocks came after them: they are calls
         return out
 
     def _release_held(self, out: list[object]) -> None:
-        out.append(ChannelText(self._buf_channel, self._buf))
+        self._text(out, self._buf_channel, self._buf)
         self._buf = ""
         self._after_block = False
+
+    def _text(self, out: list[object], ch: Channel, text: str) -> None:
+        """Emit text from outside any block (settling a pending group first when it decides it)."""
+        pending = self._pending
+        if pending is not None:
+            if ch is Channel.REASONING and skip_json_ws(text, 0) >= len(text):
+                # Blanks between or after tentative blocks belong to the group.
+                pending.append(ChannelText(ch, text))
+                self._pending_raw.append(text)
+                self._pending_size += len(text)
+                if self._pending_size > THOUGHT_GROUP_MAX:
+                    self._settle(out, real=True)
+                return
+            self._settle(out, real=False)
+        out.append(ChannelText(ch, text))
+
+    def _settle(self, out: list[object], *, real: bool) -> None:
+        """Decide a pending group: its calls, or its raw text as reasoning (call numbers reused)."""
+        pending = self._pending
+        assert pending is not None
+        self._pending = None
+        if real:
+            out.extend(pending)
+        else:
+            self._calls = self._pending_calls
+            out.append(ChannelText(Channel.REASONING, "".join(self._pending_raw)))
+        self._pending_raw = []
+        self._pending_size = 0
 
     def _hold(self, text: str, ch: Channel) -> None:
         # Only ever called with the channel of the text being processed.
@@ -138,6 +190,9 @@ class ToolBlockFeeder:
 
     def _start(self, ch: Channel) -> None:
         self._block_channel = ch
+        if ch is Channel.REASONING and self._pending is None:
+            self._pending = []
+            self._pending_calls = self._calls
         self._parser = self._dialect.factory(
             ToolParserContext(channel=ch, new_call=self._new_call, tools=self._tools, dialect=self._dialect.name)
         )
@@ -158,7 +213,16 @@ class ToolBlockFeeder:
         while True:
             parser = self._parser
             if parser is not None:
-                end = parser.feed_tool_block(text, out, final, pos)
+                pending = self._pending
+                if pending is not None and self._block_channel is Channel.REASONING:
+                    end = parser.feed_tool_block(text, pending, final, pos)
+                    if end > pos:
+                        self._pending_raw.append(text[pos:end])
+                        self._pending_size += end - pos
+                        if self._pending_size > THOUGHT_GROUP_MAX:
+                            self._settle(out, real=True)  # too long to be a sketch: a call, streamed from here
+                else:
+                    end = parser.feed_tool_block(text, out, final, pos)
                 if not parser.done:
                     if end < n:
                         self._hold(text[end:], ch)
@@ -200,14 +264,14 @@ class ToolBlockFeeder:
                 if ws_end < n:
                     if self._started_at(text, ws_end):
                         if ws_end > pos:
-                            out.append(ChannelText(ch, text[pos:ws_end]))
+                            self._text(out, ch, text[pos:ws_end])
                         pos = ws_end
                         self._start(ch)
                         continue
             i = self._find(text, pos)
             if i >= 0:
                 if i > pos:
-                    out.append(ChannelText(ch, text[pos:i]))
+                    self._text(out, ch, text[pos:i])
                     if self._start_openers and ch not in self._started and skip_json_ws(text, pos) < i:
                         self._started.add(ch)
                 pos = i
@@ -215,7 +279,7 @@ class ToolBlockFeeder:
                 continue
             k = 0 if final else self._hb.held(text, pos)
             if n - k > pos:
-                out.append(ChannelText(ch, text[pos : n - k] if (pos or k) else text))
+                self._text(out, ch, text[pos : n - k] if (pos or k) else text)
                 # Anything but JSON whitespace is real text (the same rule as the bare-opener check).
                 if self._start_openers and ch not in self._started and skip_json_ws(text, pos) < n - k:
                     self._started.add(ch)  # real text: a bare start opener no longer opens a block here

@@ -493,6 +493,24 @@ def _segment(
 MUTATIONS = ("truncate", "drop_closer", "delete_char", "insert", "dup_field", "bad_args")
 
 
+def settle_thought_blocks(
+    pieces: Sequence[Any], make_text: Callable[[str], Any], block_kinds: tuple[str, ...] = ("block",)
+) -> list[Any]:
+    """Turn each reasoning block that the model went on after into reasoning text (the tool block feeder's
+    rule: a block inside reasoning is a call only when nothing but JSON blanks and more blocks follow it to the
+    end of the output; any other text, a marker or content after it means it was only thought about)."""
+    out = list(pieces)
+    real = True
+    for i in range(len(out) - 1, -1, -1):
+        p = out[i]
+        if p.kind in block_kinds and p.channel == REASONING:
+            if not real:
+                out[i] = make_text(p.text)
+        elif not (p.kind == "text" and p.channel == REASONING and not p.text.strip(WS_CHARS)):
+            real = False
+    return out
+
+
 @st.composite
 def generated_outputs(
     draw: st.DrawFn,
@@ -533,6 +551,7 @@ def generated_outputs(
     else:
         pieces += draw(_segment(cfg, _State(CONTENT), nblocks, in_reasoning=False, offered_only=offered_only,
                                 broken=broken))
+    pieces = settle_thought_blocks(pieces, lambda t: Piece("text", REASONING, t))
     text = "".join(p.text for p in pieces)
     if mutation == "truncate":
         text = text[: draw(st.integers(0, len(text)))]

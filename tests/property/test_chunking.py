@@ -161,11 +161,12 @@ BLOCKS = {
 @pytest.mark.parametrize("tool_parser", sorted(BLOCKS))
 @pytest.mark.parametrize("blank", ["", " ", "\n"])
 def test_blank_after_think_end_between_blocks(tool_parser: str, reasoning_parser: str, blank: str) -> None:
-    """``</think>`` separates two blocks: blank text on either side of it stays in its own channel."""
+    """``</think>`` separates two blocks: blank text on either side of it stays in its own channel (the block
+    inside the reasoning, which the model closed after it, is reasoning text)."""
     block = BLOCKS[tool_parser]
     text = "r" + block + blank + "</think>\n\n" + block
     m = parse_complete(text, tool_parser=tool_parser, reasoning_parser=reasoning_parser)
-    assert (m.reasoning_content, m.content, len(m.tool_calls)) == ("r" + blank, "\n\n", 2)
+    assert (m.reasoning_content, m.content, len(m.tool_calls)) == ("r" + block + blank, "\n\n", 1)
     cut = text.index("</think>") + len("</think>")
     for chunks in (list(text), [text[:cut], text[cut:]]):
         streamed = accumulate(feed_chunks(chunks, tool_parser=tool_parser, reasoning_parser=reasoning_parser))
@@ -192,11 +193,17 @@ _G = ("function", "g", "{}")
         ),
         # A chunk ending in a partial <|python_tag|> at the channel start (same).
         (["<", '|python_tag|>{"name": "f"} {"name": "g"}'], {"tool_parser": "llama3_json"}, (None, None, (_F, _G))),
-        # A llama3 block in reasoning, a blank, </think> (test_generated_well_formed_parses_as_generated).
+        # A llama3 block in reasoning, a blank, </think> (test_generated_well_formed_parses_as_generated):
+        # the model closed its reasoning after the block, so the block is reasoning text.
         (
             ['<think>{"name": "f"}\n', "</think>hi"],
             {"tool_parser": "llama3_json", "reasoning_parser": "qwen3"},
-            ("hi", "\n", (_F,)),
+            ("hi", '{"name": "f"}\n', ()),
+        ),
+        (
+            ['<think>{"name": "f"}\n', "\n"],
+            {"tool_parser": "llama3_json", "reasoning_parser": "qwen3"},
+            (None, "\n\n", (_F,)),
         ),
     ],
 )

@@ -37,7 +37,7 @@ from deltaflow.stages.tool_feeder import ToolBlockFeeder
 from deltaflow.testing import feed_chunks, message_key
 from deltaflow.tools import normalize_tools
 
-from .strategies import check_delta_invariants, chunkings
+from .strategies import check_delta_invariants, chunkings, settle_thought_blocks
 
 CONTENT = "content"
 REASONING = "reasoning"
@@ -249,6 +249,7 @@ def outputs(draw: st.DrawFn, mutations: bool = True) -> Generated:
             pieces += content
     else:
         pieces += draw(segment(cfg, CONTENT, draw(st.integers(0, 4))))
+    pieces = settle_thought_blocks(pieces, lambda t: Piece("text", REASONING, t), ("call",))
     text = "".join(p.text for p in pieces)
     mutation = draw(st.sampled_from((None,) * 4 + MUTATIONS)) if mutations else None
     if mutation == "truncate":

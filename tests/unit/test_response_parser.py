@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from deltaflow import DeltaMessage, ResponseParser, StateError, accumulate, parse_complete
+from deltaflow.stages.tool_feeder import THOUGHT_GROUP_MAX
 from deltaflow.testing import check_chunkings, feed_chunks, load_tokenizer, message_key, random_chunks
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
@@ -67,25 +68,42 @@ SCENARIOS = [
     Scenario("trailing newlines after the last call stay", call("f") + "\n\n", "\n\n", calls=[("f", "{}")], options=HQ_NO_THINK),
     Scenario("unknown name with tools is content", "hi " + call("other"), "hi " + call("other"), options=HQ_TOOLS | {"reasoning_parser": None}),
     Scenario(
-        "call inside reasoning, reasoning continues",
+        "block inside reasoning followed by more reasoning is reasoning text",
         "<think>r1" + call("get_weather") + "r2</think>done",
         "done",
-        "r1r2",
-        [("get_weather", "{}")],
+        "r1" + call("get_weather") + "r2",
     ),
     Scenario(
-        "call inside reasoning, trailing newline stays reasoning",
+        "block inside reasoning followed by </think> is reasoning text",
         "r1" + call("get_weather") + "\n</think>\n\nanswer",
         "\n\nanswer",
-        "r1\n",
-        [("get_weather", "{}")],
+        "r1" + call("get_weather") + "\n",
     ),
     Scenario(
-        "newline between two calls inside reasoning is swallowed",
+        "block right before </think> at the end is reasoning text",
+        "r1" + call("get_weather") + "</think>",
+        None,
+        "r1" + call("get_weather"),
+    ),
+    Scenario(
+        "two blocks inside reasoning followed by reasoning are reasoning text",
         "r1" + call("get_weather", '{"n": 1}') + "\n" + call("get_weather", '{"n": 2}') + "\nr2</think>c",
         "c",
-        "r1\nr2",
+        "r1" + call("get_weather", '{"n": 1}') + "\n" + call("get_weather", '{"n": 2}') + "\nr2",
+    ),
+    Scenario(
+        "calls ending unclosed reasoning are calls",
+        "r1" + call("get_weather", '{"n": 1}') + "\n" + call("get_weather", '{"n": 2}') + "\n",
+        None,
+        "r1\n",
         [("get_weather", '{"n": 1}'), ("get_weather", '{"n": 2}')],
+    ),
+    Scenario(
+        "a thought block does not take a call number",
+        "r1" + call("get_weather", '{"n": 1}') + " r2</think>" + call("get_weather", '{"n": 2}'),
+        None,
+        "r1" + call("get_weather", '{"n": 1}') + " r2",
+        [("get_weather", '{"n": 2}')],
     ),
     Scenario(
         "filtered call inside reasoning stays reasoning",
@@ -95,19 +113,18 @@ SCENARIOS = [
         options=HQ_TOOLS,
     ),
     Scenario(
-        "allowed and filtered calls inside reasoning",
-        "r1" + call("get_weather") + "\n" + call("nope") + "\n" + call("get_weather", '{"k": 1}') + "</think>c",
-        "c",
+        "allowed and filtered calls ending unclosed reasoning",
+        "r1" + call("get_weather") + "\n" + call("nope") + "\n" + call("get_weather", '{"k": 1}'),
+        None,
         "r1\n" + call("nope"),
         [("get_weather", "{}"), ("get_weather", '{"k": 1}')],
         options=HQ_TOOLS,
     ),
     Scenario(
-        "call inside reasoning that never closes",
+        "block inside reasoning that never closes, more reasoning after it",
         "thinking " + call("get_weather", '{"x": "y"}') + " still thinking",
         None,
-        "thinking  still thinking",
-        [("get_weather", '{"x": "y"}')],
+        "thinking " + call("get_weather", '{"x": "y"}') + " still thinking",
     ),
     Scenario(
         "call cut short inside never-closed reasoning",
@@ -144,27 +161,36 @@ def test_scenario(case: Scenario) -> None:
 
 @pytest.mark.parametrize("chunks", ["whole", "chars"])
 def test_tool_inside_reasoning_keeps_real_channel_order(chunks: str) -> None:
-    """Streamed deltas keep the model's order: reasoning -> tool call -> reasoning -> content."""
-    text = "<think>first" + call("f", '{"a": 1}') + "second</think>answer"
-    pieces = [text] if chunks == "whole" else list(text)
+    """Streamed deltas keep the model's order: a thought block stays in place in the reasoning; calls that end
+    unclosed reasoning come after the reasoning before them."""
+    thought = "<think>first" + call("f", '{"a": 1}') + "second</think>answer"
+    pieces = [thought] if chunks == "whole" else list(thought)
     deltas = feed_chunks(pieces, tool_parser="hermes", reasoning_parser="qwen3")
-    assert kinds(deltas) == ["reasoning", "tool", "reasoning", "content"]
-    reasoning = [d.reasoning_content for d in deltas if d.reasoning_content]
-    assert "".join(reasoning) == "firstsecond"
-    assert accumulate(deltas).reasoning_content == "firstsecond"
+    assert kinds(deltas) == ["reasoning", "content"]
+    assert accumulate(deltas).reasoning_content == "first" + call("f", '{"a": 1}') + "second"
+    real = "first" + call("f", '{"a": 1}') + "\n" + call("g")
+    pieces = [real] if chunks == "whole" else list(real)
+    deltas = feed_chunks(pieces, tool_parser="hermes", reasoning_parser="qwen3")
+    assert kinds(deltas) == ["reasoning", "tool"]
+    m = accumulate(deltas)
+    assert (m.reasoning_content, [c.function.name for c in m.tool_calls]) == ("first", ["f", "g"])
 
 
 @pytest.mark.parametrize("chunks", ["whole", "chars", "random"])
 def test_tool_markers_and_payload_only_in_tool_deltas(chunks: str) -> None:
     """The markers and payload of a tool block appear only in tool-call deltas, never in text."""
-    text = "<think>r " + call("f", '{"q": "v"}') + " r</think>c " + call("g", '{"w": 2}') + " c"
-    pieces = {"whole": [text], "chars": list(text), "random": random_chunks(text, 3)}[chunks]
-    deltas = feed_chunks(pieces, tool_parser="hermes", reasoning_parser="qwen3")
-    visible = "".join((d.content or "") + (d.reasoning_content or "") for d in deltas)
-    for fragment in ("<tool_call>", "</tool_call>", '"name"', '"q"', '"w"', "{", "}"):
-        assert fragment not in visible
-    m = accumulate(deltas)
-    assert (m.reasoning_content, m.content) == ("r  r", "c  c")
+    for text, want in (
+        ("<think>r</think>c " + call("f", '{"q": "v"}') + " c " + call("g", '{"w": 2}') + " c", ("r", "c  c  c")),
+        ("<think>r " + call("f", '{"q": "v"}') + call("g", '{"w": 2}'), ("r ", None)),
+    ):
+        pieces = {"whole": [text], "chars": list(text), "random": random_chunks(text, 3)}[chunks]
+        deltas = feed_chunks(pieces, tool_parser="hermes", reasoning_parser="qwen3")
+        visible = "".join((d.content or "") + (d.reasoning_content or "") for d in deltas)
+        for fragment in ("<tool_call>", "</tool_call>", '"name"', '"q"', '"w"', "{", "}"):
+            assert fragment not in visible
+        m = accumulate(deltas)
+        assert (m.reasoning_content, m.content) == want
+        assert [c.function.name for c in m.tool_calls] == ["f", "g"]
 
 
 @pytest.mark.parametrize("chunks", ["whole", "chars", "random"])
@@ -326,9 +352,42 @@ def test_tokens_mode_on_real_qwen3_tokens(shared: object) -> None:
 
 @pytest.mark.parametrize("blank", ["", " "], ids=["tight", "spaced"])
 def test_blank_content_between_a_reasoning_block_and_a_content_block(blank: str) -> None:
-    """Content newlines after </think> stay content before a content block, whether or not reasoning ended with a blank."""
+    """Content newlines after </think> stay content before a content block, whether or not reasoning ended with a blank
+    (the block inside the reasoning was only thought: it stays reasoning text)."""
     text = "r" + call("f") + blank + "</think>\n\n" + call("g")
     m = check_chunkings(text, tool_parser="hermes", reasoning_parser="qwen3")
     assert m.content == "\n\n"
-    assert m.reasoning_content == "r" + blank
-    assert [c.function.name for c in m.tool_calls] == ["f", "g"]
+    assert m.reasoning_content == "r" + call("f") + blank
+    assert [c.function.name for c in m.tool_calls] == ["g"]
+
+
+def _block_of_length(n: int) -> str:
+    """A hermes block of exactly ``n`` characters (one string argument padded to fit)."""
+    bare = call("get_weather", '{"q": ""}')
+    block = call("get_weather", '{"q": "' + "x" * (n - len(bare)) + '"}')
+    assert len(block) == n
+    return block
+
+
+@pytest.mark.parametrize(("extra", "is_call"), [(0, False), (1, True)], ids=["at the limit", "over the limit"])
+def test_a_long_block_inside_reasoning_is_a_call(extra: int, is_call: bool) -> None:
+    """Tentative blocks inside reasoning are held up to THOUGHT_GROUP_MAX characters; a longer group is a call
+    even when the model goes on thinking, so memory stays bounded and a long call streams."""
+    block = _block_of_length(THOUGHT_GROUP_MAX + extra)
+    text = "r " + block + " more</think>done"
+    m = check_chunkings(text, tool_parser="hermes", reasoning_parser="qwen3", seeds=range(2))
+    assert m.content == "done"
+    if is_call:
+        assert (m.reasoning_content, [c.function.name for c in m.tool_calls]) == ("r  more", ["get_weather"])
+    else:
+        assert (m.reasoning_content, m.tool_calls) == ("r " + block + " more", [])
+
+
+def test_a_long_call_inside_reasoning_streams_after_the_limit() -> None:
+    """Past the limit the call's name and arguments are emitted before its block ends."""
+    block = _block_of_length(3 * THOUGHT_GROUP_MAX)
+    p = ResponseParser("hermes", "qwen3")
+    deltas = p.feed("r " + block[: 2 * THOUGHT_GROUP_MAX])
+    names = [tc.function.name for d in deltas for tc in d.tool_calls if tc.function.name]
+    assert names == ["get_weather"]
+    assert sum(len(tc.function.arguments or "") for d in deltas for tc in d.tool_calls) > THOUGHT_GROUP_MAX

@@ -279,3 +279,11 @@ def test_json_fragments_of_any_split_join_to_the_whole_text(text: str) -> None:
     for i in range(len(text) + 1):
         assert json_string(text[:i])[1:-1] + json_string(text[i:])[1:-1] == whole
     assert json.loads(f'"{whole}"') == text
+
+
+def test_a_literal_is_only_read_as_the_container_it_opens() -> None:
+    """'{"a": 1},' is a Python tuple, but not an array value: an array-typed value that starts with ``{`` is the
+    string the model wrote (found by test_tentative_agrees_with_convert)."""
+    plan = plan_for_schema({"type": "array"})
+    assert convert(plan, '{"a": 1},') == json_string('{"a": 1},')
+    assert convert(plan, "['a', (1, 2)]") == '["a",[1,2]]'

@@ -499,12 +499,17 @@ def test_bad_bare_kimi_call_gives_the_rest_back() -> None:
 
 
 def test_a_channel_change_ends_a_complete_section() -> None:
-    """A section opened in reasoning whose reasoning ends before the section close ends there; its call stands."""
+    """A section opened in reasoning whose reasoning ends before the section close ends there; since the model
+    went on after it, the section was only thought and stays reasoning text. At the end of unclosed reasoning
+    the same section is a call."""
     text = "<think>r" + DS_CALLS_BEGIN + v31_call("f") + "\n</think>after" + DS_CALLS_END
     m = check_chunkings(text, tool_parser="deepseek_v31", reasoning_parser="deepseek_r1")
-    assert calls_of(m) == [("f", '{"a": 1}')]
-    assert m.reasoning_content == "r"
+    assert calls_of(m) == []
+    assert m.reasoning_content == "r" + DS_CALLS_BEGIN + v31_call("f") + "\n"
     assert m.content == "after" + DS_CALLS_END
+    m = check_chunkings("<think>r" + DS_CALLS_BEGIN + v31_call("f") + "\n", tool_parser="deepseek_v31", reasoning_parser="deepseek_r1")
+    assert calls_of(m) == [("f", '{"a": 1}')]
+    assert (m.reasoning_content, m.content) == ("r", None)
 
 
 # -- reasoning ------------------------------------------------------------------------------------------

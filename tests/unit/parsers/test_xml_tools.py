@@ -357,10 +357,13 @@ def test_reasoning_and_tools_in_one_chunk() -> None:
 
 
 def test_call_inside_reasoning() -> None:
-    """A call written inside reasoning is a call; the reasoning around it stays reasoning."""
-    m = check_chunkings("hmm <read_file><path>a</path></read_file> ok</think>answer", reasoning_parser="qwen3", **KW)
-    assert m.reasoning_content == "hmm  ok" and m.content == "answer"
+    """A call that ends unclosed reasoning is a call; one the model goes on thinking after stays reasoning text."""
+    m = check_chunkings("hmm <read_file><path>a</path></read_file>", reasoning_parser="qwen3", **KW)
+    assert m.reasoning_content == "hmm " and m.content is None
     assert len(m.tool_calls) == 1
+    m = check_chunkings("hmm <read_file><path>a</path></read_file> ok</think>answer", reasoning_parser="qwen3", **KW)
+    assert m.reasoning_content == "hmm <read_file><path>a</path></read_file> ok" and m.content == "answer"
+    assert m.tool_calls == []
 
 
 def test_partial_opener_does_not_span_a_reasoning_marker() -> None:

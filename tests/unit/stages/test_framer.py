@@ -133,11 +133,14 @@ def test_unknown_item_is_a_type_error() -> None:
 
 
 def test_one_chunk_with_every_channel_keeps_model_order() -> None:
-    """Reasoning, a call inside it, more reasoning and content in one chunk stream in the model's order."""
-    text = 'r1<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>r2</think>answer'
+    """Reasoning (with a block only thought about inside it), content and a call in one chunk stream in the
+    model's order."""
+    thought = '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>'
+    text = "r1" + thought + "r2</think>answer" + thought.replace('"f"', '"g"')
     p = ResponseParser("hermes", "qwen3")
     deltas = p.feed(text) + p.feed("", final=True)
     collapsed = [k for i, k in enumerate(kinds(deltas)) if i == 0 or kinds(deltas)[i - 1] != k]
-    assert collapsed == ["reasoning", "tool", "reasoning", "content"]
+    assert collapsed == ["reasoning", "content", "tool"]
     m = accumulate(deltas)
-    assert (m.reasoning_content, m.content) == ("r1r2", "answer")
+    assert (m.reasoning_content, m.content) == ("r1" + thought + "r2", "answer")
+    assert [c.function.name for c in m.tool_calls] == ["g"]

@@ -71,9 +71,9 @@ def test_tokens_mode_does_not_hold_a_single_token_opener_prefix() -> None:
 
 
 def test_block_events_carry_the_channel_it_was_opened_from() -> None:
-    """A block opened in reasoning yields events of the reasoning channel, and text around it stays put."""
-    out = run([ChannelText(R, "think " + CALL + " more")])
-    assert texts(out) == [(R, "think "), (R, " more")]
+    """A block that ends unclosed reasoning yields events of the reasoning channel, after the text before it."""
+    out = run([ChannelText(R, "think " + CALL + "\n")])
+    assert texts(out) == [(R, "think "), (R, "\n")]
     events = tool_events(out)
     assert events and all(e.channel is R and e.call == 0 for e in events)
     assert [e.name for e in events if e.name] == ["f"]
@@ -93,9 +93,35 @@ def test_markers_and_payload_are_never_channel_text() -> None:
 def test_call_numbers_are_sequential() -> None:
     """Each call gets the next response-wide number, across blocks and channels."""
     f = ToolBlockFeeder(registry.get_tool_parser("hermes"))
-    out = f.feed(ChannelText(R, CALL)) + f.feed(ChannelText(C, "x" + CALL + CALL)) + f.finish()
+    out = f.feed(ChannelText(C, CALL)) + f.feed(ChannelText(C, "x" + CALL + CALL)) + f.finish()
     assert sorted({e.call for e in tool_events(out)}) == [0, 1, 2]
     assert f.calls == 3
+
+
+@pytest.mark.parametrize(
+    ("after", "label"),
+    [(ChannelText(R, " more"), "more reasoning"), (ChannelText(C, ""), "the end of reasoning"), (ChannelText(C, "x"), "content")],
+)
+def test_blocks_inside_reasoning_followed_by_text_are_reasoning_text(after: ChannelText, label: str) -> None:
+    """Blocks inside reasoning followed by more text were only thought: their raw text is reasoning, verbatim,
+    no event is emitted and their call numbers are reused."""
+    f = ToolBlockFeeder(registry.get_tool_parser("hermes"))
+    out = f.feed(ChannelText(R, "r " + CALL + "\n")) + f.feed(ChannelText(R, CALL)) + f.feed(after)
+    assert tool_events(out) == [], label
+    assert f.calls == 0
+    out += f.feed(ChannelText(C, CALL)) + f.finish()
+    assert texts(out)[0] == (R, "r " + CALL + "\n" + CALL + (after.text if after.channel is R else ""))
+    assert {e.call for e in tool_events(out)} == {0}
+
+
+def test_blocks_ending_unclosed_reasoning_are_held_until_the_end() -> None:
+    """Blocks inside reasoning with only blanks after them are calls, emitted when the output ends."""
+    f = ToolBlockFeeder(registry.get_tool_parser("hermes"))
+    out = f.feed(ChannelText(R, "r " + CALL + "\n")) + f.feed(ChannelText(R, CALL + "\n\n"))
+    assert tool_events(out) == [] and texts(out) == [(R, "r ")]
+    out += f.finish()
+    assert sorted({e.call for e in tool_events(out)}) == [0, 1]
+    assert texts(out) == [(R, "r "), (R, "\n\n")]
 
 
 def test_whitespace_between_blocks_is_swallowed() -> None:
@@ -113,9 +139,11 @@ def test_whitespace_after_the_last_block_stays_text() -> None:
 
 
 def test_held_whitespace_is_released_when_the_channel_changes() -> None:
-    """Whitespace held after a block in reasoning stays reasoning when content text arrives."""
+    """Whitespace held after a block stays in its channel when the other channel's text arrives."""
+    out = run([ChannelText(C, CALL + "\n"), ChannelText(R, "why")])
+    assert texts(out) == [(C, "\n"), (R, "why")]
     out = run([ChannelText(R, CALL + "\n"), ChannelText(C, "answer")])
-    assert texts(out) == [(R, "\n"), (C, "answer")]
+    assert texts(out) == [(R, CALL + "\n"), (C, "answer")]
 
 
 def test_other_items_pass_through() -> None:
@@ -158,8 +186,9 @@ def test_finish_twice_is_a_state_error() -> None:
 
 
 def test_whitespace_is_swallowed_only_between_blocks_of_one_channel() -> None:
-    """Blank content after a reasoning block's end stays content even when a content block follows."""
+    """Blank content after a reasoning block's end stays content even when a content block follows (the
+    reasoning block, followed by content, is reasoning text)."""
     tight = run([ChannelText(R, "r" + CALL), ChannelText(C, "\n\n" + CALL)])
     spaced = run([ChannelText(R, "r" + CALL + " "), ChannelText(C, "\n\n" + CALL)])
-    assert texts(spaced) == [(R, "r"), (R, " "), (C, "\n\n")]
-    assert texts(tight) == [(R, "r"), (C, "\n\n")]
+    assert texts(spaced) == [(R, "r" + CALL + " "), (C, "\n\n")]
+    assert texts(tight) == [(R, "r" + CALL), (C, "\n\n")]
