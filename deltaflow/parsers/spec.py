@@ -148,6 +148,10 @@ class ToolDialect:
             feeder watches for in addition to ``openers``. Such openers are
             plain text, so every proper prefix is held in both chunking
             modes. No openers at all: all text passes through.
+        framing: special tokens that frame the answer outside any block
+            (Command R7B's ``<|START_RESPONSE|>``/``<|END_RESPONSE|>``): the
+            feeder drops them wherever they appear outside a block, so the
+            answer is clean without the dialect's reasoning parser too.
     """
 
     name: str
@@ -160,3 +164,4 @@ class ToolDialect:
     description: str = ""
     families: tuple[str, ...] = ()
     openers_for: Callable[[Mapping[str, ToolSpec] | None], tuple[str, ...]] | None = field(default=None, compare=False)
+    framing: tuple[str, ...] = ()

@@ -90,7 +90,7 @@ def default_stage_factories(
         if rspec is not None:
             keep += [rspec.start, rspec.end]
         if dialect is not None:
-            keep += [*dialect.openers, *dialect.markers]
+            keep += [*dialect.openers, *dialect.markers, *dialect.framing]
         if tokenizer is not None:
             Detokenizer(tokenizer, keep=keep)  # fail now on an unsupported tokenizer
         out.append(("detokenize", lambda: Detokenizer(tokenizer, keep=keep)))

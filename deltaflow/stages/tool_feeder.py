@@ -25,6 +25,8 @@ Rules:
   next call) only when another block follows; otherwise it stays text.
 * A start opener (Llama 3's bare ``{``) opens a block only where nothing but
   whitespace came before in that channel.
+* A dialect's framing tokens (Command R7B's response wrapper) are dropped
+  wherever they appear outside a block.
 * Call numbers are response-wide and sequential.
 """
 
@@ -60,7 +62,7 @@ class ToolBlockFeeder:
     __slots__ = (
         "_dialect", "_tools", "_opener", "_passthrough", "_open_re", "_hb", "_start_openers", "_started", "_parser",
         "_buf", "_buf_channel", "_after_block", "_block_channel", "_calls", "_finished",
-        "_pending", "_pending_raw", "_pending_calls", "_pending_size",
+        "_pending", "_pending_raw", "_pending_calls", "_pending_size", "_framing",
     )
 
     name = "tools"
@@ -75,7 +77,9 @@ class ToolBlockFeeder:
         self._dialect = dialect
         self._tools = tools
         request_openers = dialect.openers_for(tools) if dialect.openers_for is not None else ()
-        openers = (*dialect.openers, *request_openers)
+        self._framing = dialect.framing
+        # Framing tokens are found like openers, then dropped instead of opening a block.
+        openers = (*dialect.openers, *request_openers, *dialect.framing)
         self._opener = openers[0] if len(openers) == 1 else None
         # A dialect without text openers (e.g. one routed by the channel router) passes text through.
         self._passthrough = not openers and not dialect.start_openers
@@ -203,6 +207,17 @@ class ToolBlockFeeder:
         m = self._open_re.search(text, pos)
         return m.start() if m else -1
 
+    def _framing_at(self, text: str, pos: int) -> int:
+        """The length of the framing token at ``pos`` (0: none)."""
+        for f in self._framing:
+            if text.startswith(f, pos):
+                return len(f)
+        return 0
+
+    def _opens_at(self, text: str, pos: int) -> bool:
+        """Whether an opener (not a framing token) starts at ``pos``."""
+        return self._open_re.match(text, pos) is not None and not self._framing_at(text, pos)
+
     def _started_at(self, text: str, pos: int) -> bool:
         return any(text.startswith(o, pos) for o in self._start_openers)
 
@@ -244,7 +259,7 @@ class ToolBlockFeeder:
                         self._hold(text[pos:], ch)
                         return
                     if ws_end < n and (
-                        self._open_re.match(text, ws_end)
+                        self._opens_at(text, ws_end)
                         or (self._start_openers and ch not in self._started and self._started_at(text, ws_end))
                     ):
                         self._start(ch)  # the whitespace becomes raw text of the next call
@@ -275,6 +290,10 @@ class ToolBlockFeeder:
                     if self._start_openers and ch not in self._started and skip_json_ws(text, pos) < i:
                         self._started.add(ch)
                 pos = i
+                framing = self._framing_at(text, i)
+                if framing:
+                    pos += framing  # dropped
+                    continue
                 self._start(ch)
                 continue
             k = 0 if final else self._hb.held(text, pos)

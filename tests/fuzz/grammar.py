@@ -102,7 +102,7 @@ TOOL_MARKERS: dict[str, tuple[str, ...]] = {
     "phi4_mini_json": ("functools",),
     "firefunction_v2": ("functools",),
     "apertus": ("<|tools_prefix|>", "<|tools_suffix|>"),
-    "command_r7b": ("<|START_ACTION|>", "<|END_ACTION|>"),
+    "command_r7b": ("<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>"),
     "longcat": ("<longcat_tool_call>", "</longcat_tool_call>"),
     "gigachat3": ("<|message_sep|>", "function call", "<|role_sep|>", "<|function_call|>", "</s>"),
     "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>", "[", "("),

@@ -177,6 +177,9 @@ COMMAND_R7B = register_tool_parser(
         # Cohere's action markers are special tokens (llama.cpp's Command R7B handler matches them whole);
         # the model's "tool_call_id" member is read past like any other member.
         token_prefixes=(),
+        # The response wrapper is framing (the command_r7b reasoning parser drops it too; llama.cpp's
+        # handler strips it with or without reasoning).
+        framing=("<|START_RESPONSE|>", "<|END_RESPONSE|>"),
         description='Command R7B: <|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}, ...]<|END_ACTION|>',
         families=("Command R7B", "Command A"),
     )

@@ -33,6 +33,7 @@ def json_envelope_dialect(
     tokenizers: tuple[str, ...] = (),
     description: str = "",
     families: tuple[str, ...] = (),
+    framing: tuple[str, ...] = (),
 ) -> ToolDialect:
     """Declare a JSON-envelope tool dialect.
 
@@ -45,6 +46,8 @@ def json_envelope_dialect(
         tokenizers: reference tokenizers the prefixes were checked against.
         description: one line for ``deltaflow parsers``.
         families: model families served.
+        framing: special tokens around the answer, dropped outside blocks (see
+            :class:`~deltaflow.parsers.spec.ToolDialect`).
     """
 
     def factory(ctx: ToolParserContext) -> JsonEnvelopeParser:
@@ -60,6 +63,7 @@ def json_envelope_dialect(
         tokenizers=tokenizers,
         description=description,
         families=families,
+        framing=framing,
     )
 
 

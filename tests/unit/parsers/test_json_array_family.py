@@ -393,3 +393,17 @@ def test_command_r7b_action_block_with_thinking_on_every_chunking() -> None:
     assert m.reasoning_content == "Look it up."
     assert calls(m) == [("get_weather", {"city": "Oslo"})]
     assert '"rm_rf"' in (m.content or "")
+
+
+def test_command_r7b_response_wrapper_is_framing() -> None:
+    """The tool parser alone drops Command R7B's response markers wherever they stand outside a call; the thinking
+    block, without a reasoning parser, stays content verbatim; the markers inside a call's arguments are text."""
+    text = (
+        "<|START_THINKING|>Plan.<|END_THINKING|><|START_RESPONSE|>Hi <|START_RESPONSE|>there<|END_RESPONSE|>"
+        '<|START_ACTION|>[{"tool_name": "get_weather", "parameters": {"q": "<|END_RESPONSE|>"}}]<|END_ACTION|>'
+    )
+    m = check_chunkings(text, tool_parser="command_r7b")
+    assert m.content == "<|START_THINKING|>Plan.<|END_THINKING|>Hi there"
+    assert calls(m) == [("get_weather", {"q": "<|END_RESPONSE|>"})]
+    m = check_chunkings("<|START_RESPONSE|>Hi<|END_RESPONSE|>", tool_parser="command_r7b", reasoning_parser="command_r7b")
+    assert (m.content, m.reasoning_content) == ("Hi", None)
