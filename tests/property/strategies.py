@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 
 from deltaflow import DeltaMessage
 from deltaflow.parsers import registry
+from deltaflow.parsers.dialects.reasoning import QWEN35_CALL
 
 __all__ = (
     "CONTENT",
@@ -215,13 +216,17 @@ def tool_defs(names: Sequence[str] | None) -> list[dict[str, Any]] | None:
 def think_parsers() -> tuple[str, ...]:
     """Registered reasoning parsers with the ``<think>``/``</think>`` grammar generated here.
 
-    (Starts open, no implicit terminators: qwen3 and deepseek_r1, and any
+    (Starts open, no implicit terminator but Qwen3.5's call form, which the
+    generated text never contains, since a JSON string holds no raw newline
+    and reasoning text is sanitized of it: qwen3 and deepseek_r1, and any
     later dialect declared the same way.)
     """
     out = []
     for name in registry.reasoning_parser_names():
         spec = registry.get_reasoning_parser(name)
-        if (spec.start, spec.end, spec.starts_open, spec.implicit_end) == ("<think>", "</think>", True, ()) and (
+        if (spec.start, spec.end, spec.starts_open) == ("<think>", "</think>", True) and spec.implicit_end in (
+            (), (QWEN35_CALL,)
+        ) and (
             spec.start_labels, spec.content_wrap, spec.content_lstrip_newlines, spec.reentrant, spec.inline
         ) == ((), None, False, False, False):  # no splitter option changing the text (ernie45, append_think ...)
             out.append(name)
@@ -454,7 +459,8 @@ def _segment(
     pieces: list[Piece] = []
     forbidden: list[str] = []
     if cfg.reasoning_active and state.channel == REASONING:
-        forbidden.append(registry.get_reasoning_parser(cfg.reasoning_parser or "").end)
+        rspec = registry.get_reasoning_parser(cfg.reasoning_parser or "")
+        forbidden += [rspec.end, *rspec.implicit_end]
     env = ENVELOPES.get(cfg.tool_parser or "")
     if env is not None:
         forbidden.append(env.openers[0])

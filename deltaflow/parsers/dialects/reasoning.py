@@ -4,7 +4,9 @@ Both start inside reasoning unless ``enable_thinking=False`` (the convention
 of vLLM and LMDeploy: many templates open ``<think>`` in the prompt, so the
 output carries only ``</think>``; a ``<think>`` the model writes itself is
 consumed as the opening marker). An output that never closes reasoning is all
-reasoning.
+reasoning. ``qwen3`` also ends reasoning at ``<tool_call>\n<function=``, the
+call form of Qwen3.5 and Qwen3-Coder, which call tools without closing their
+thinking (vLLM's qwen3 parser): the call starts the content, so it streams.
 
 Token prefixes, checked against shared/tokenizers (tests/unit/parsers):
 Qwen3 and DeepSeek-V3.1/R1-0528 encode ``<think>``/``</think>`` as single
@@ -20,15 +22,24 @@ from ..spec import ReasoningSpec, all_prefixes
 
 _SPLIT_THINK_PREFIXES = ("<", "<th", "<think", "</", "</think")
 
+# Qwen3.5 (and Qwen3-Coder in thinking mode) may call a tool without closing its thinking; the
+# call starts the content (vLLM's qwen3 parser). Only the XML call form ends reasoning: a
+# hermes-style <tool_call>{...} inside reasoning stays a tentative block (tool block feeder rule).
+QWEN35_CALL = "<tool_call>\n<function="
+
 QWEN3 = register_reasoning_parser(
     ReasoningSpec(
         name="qwen3",
         start="<think>",
         end="</think>",
         starts_open=True,
-        token_prefixes=_SPLIT_THINK_PREFIXES,
+        # <tool_call> is one Qwen token; "<function=" is split as "<" "function" "=..." (checked).
+        token_prefixes=(
+            *_SPLIT_THINK_PREFIXES, "<tool_call>", "<tool_call>\n", "<tool_call>\n<", "<tool_call>\n<function",
+        ),
         tokenizers=("qwen3", "qwen2.5"),
         turn_markers=("<|im_start|>", "<|im_end|>"),
+        implicit_end=(QWEN35_CALL,),
         families=("Qwen3", "Qwen3-Thinking-2507", "QwQ", "Intern-S1"),
     )
 )

@@ -219,3 +219,21 @@ def test_reasoning_only_response_streams_reasoning_deltas() -> None:
     deltas = p.feed("thinking") + p.feed(" more") + p.feed("", final=True)
     assert all(d.content is None for d in deltas)
     assert "".join(d.reasoning_content or "" for d in deltas) == "thinking more"
+
+
+def test_qwen35_call_ends_unclosed_reasoning_and_streams() -> None:
+    """qwen3 ends reasoning at Qwen3.5's ``<tool_call>\\n<function=``: the call is content, parsed and streamed at
+    once; a hermes-style block inside reasoning does not end it."""
+    block = "<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n</function>\n</tool_call>"
+    text = "I need the listing.\n" + block
+    m = check_chunkings(text, reasoning_parser="qwen3", tool_parser="qwen3_coder")
+    assert (m.reasoning_content, m.content) == ("I need the listing.\n", None)
+    assert [(c.function.name, c.function.arguments) for c in m.tool_calls] == [("bash", '{"command": "ls"}')]
+    p = ResponseParser("qwen3_coder", "qwen3")
+    early = p.feed(text[: text.index("ls\n")])
+    assert [tc.function.name for d in early for tc in d.tool_calls if tc.function.name] == ["bash"]
+    m = check_chunkings(text, reasoning_parser="qwen3")
+    assert (m.reasoning_content, m.content) == ("I need the listing.\n", block)
+    hermes = '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    m = check_chunkings("r " + hermes + " more", reasoning_parser="qwen3")
+    assert (m.reasoning_content, m.content) == ("r " + hermes + " more", None)
