@@ -109,7 +109,7 @@ TOOL_MARKERS: dict[str, tuple[str, ...]] = {
     "olmo3": ("<function_calls>", "</function_calls>", "("),
     "step3": _STEP3,
     "step3p5": _QWEN_XML,
-    "ling3": _GLM,
+    "ling3": (*_GLM, "<|role_end|>"),
     "deepseek_v4": _DSML_V4,
     "hermes": ("<tool_call>", "</tool_call>"),
     "internlm": ("<|action_start|>", "<|plugin|>", "<|action_end|>"),
@@ -134,7 +134,7 @@ TOOL_MARKERS: dict[str, tuple[str, ...]] = {
     "minicpm5": ("<function ", "</function>", "<param", "</param>", "<![CDATA[", "]]>"),
     "minimax_m3": ("]<]minimax[>[", "<tool_call>", "</tool_call>", "<invoke", "</invoke>"),
     "functionary_v3_1": ("<function=", "</function>"),
-    "command_r_plus": ("Action:", "```json", "```"),
+    "command_r_plus": ("Action:", "```json", "```", "<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>"),
     "functionary_v3_2": (">>>",),
 }
 

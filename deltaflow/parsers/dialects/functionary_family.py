@@ -121,11 +121,16 @@ FUNCTIONARY_V3_2 = register_tool_parser(
     )
 )
 
+_COHERE_TURN = ("<|START_OF_TURN_TOKEN|>", "<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>")
+
 COMMAND_R_PLUS = register_tool_parser(
     json_envelope_dialect(
         "command_r_plus",
         COMMAND_R_PLUS_SPEC,
-        token_prefixes=all_prefixes("Action:"),
+        # No Cohere tokenizer in shared/: every prefix is declared, the turn tokens' too.
+        token_prefixes=all_prefixes("Action:", *_COHERE_TURN),
+        # Cohere's turn tokens are special tokens that frame the turn, never answer text (llama.cpp strips them).
+        framing=_COHERE_TURN,
         description='Command R+: Action:\\n```json\\n[{"tool_name", "parameters"}, ...]\\n```',
         families=("c4ai-command-r-plus", "c4ai-command-r-v01"),
     )

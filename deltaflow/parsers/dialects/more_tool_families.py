@@ -65,7 +65,7 @@ from ...items import ToolDelta
 from ..json_envelope import JsonEnvelopeParser, JsonEnvelopeSpec
 from ..pythonic import PythonicToolParser
 from ..registry import register_tool_parser
-from ..spec import ToolDialect, ToolParser, ToolParserContext
+from ..spec import ToolDialect, ToolParser, ToolParserContext, all_prefixes
 from ..xml_function import XmlFunctionParser, XmlFunctionSpec
 from .xml_family import DSML_SPEC, GLM_SPEC, QWEN3_CODER_SPEC, xml_function_dialect
 
@@ -384,7 +384,10 @@ LING3 = register_tool_parser(
     xml_function_dialect(
         "ling3",
         GLM_SPEC,
-        token_prefixes=("<", "<tool", "<tool_", "<tool_call"),
+        # No Ling tokenizer in shared/: every prefix of the end-of-turn token is held too.
+        token_prefixes=("<", "<tool", "<tool_", "<tool_call", *all_prefixes("<|role_end|>")),
+        # The end-of-turn special token is turn framing, never answer text (llama.cpp strips it).
+        framing=("<|role_end|>",),
         description="Ling 3 / Bailing V3: <tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n</tool_call>",
         families=("Ling-3.0", "Ring-3.0"),
     )

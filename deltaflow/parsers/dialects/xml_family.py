@@ -82,6 +82,7 @@ def xml_function_dialect(
     tokenizers: tuple[str, ...] = (),
     description: str = "",
     families: tuple[str, ...] = (),
+    framing: tuple[str, ...] = (),
 ) -> ToolDialect:
     """Declare an XML-like, function-first tool dialect.
 
@@ -92,6 +93,8 @@ def xml_function_dialect(
         tokenizers: reference tokenizers the prefixes were checked against.
         description: one line for ``deltaflow parsers``.
         families: model families served.
+        framing: special tokens dropped outside blocks (see
+            :class:`~deltaflow.parsers.spec.ToolDialect`).
     """
 
     def factory(ctx: ToolParserContext) -> XmlFunctionParser:
@@ -106,6 +109,7 @@ def xml_function_dialect(
         tokenizers=tokenizers,
         description=description,
         families=families,
+        framing=framing,
     )
 
 

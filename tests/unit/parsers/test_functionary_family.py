@@ -64,7 +64,8 @@ def test_registered_declarations() -> None:
     c = registry.get_tool_parser("command_r_plus")
     assert c.openers == ("Action:",)
     assert set(c.markers) == {"Action:", "```json", "```"}
-    assert c.token_prefixes == all_prefixes("Action:")
+    assert c.framing == ("<|START_OF_TURN_TOKEN|>", "<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>")
+    assert c.token_prefixes == all_prefixes("Action:", *c.framing)
 
 
 def test_presets() -> None:
@@ -309,10 +310,12 @@ def test_crp_malformed_final_payload() -> None:
     assert calls(m) == [] and m.content == "Action: none needed."
 
 
-def test_crp_turn_tokens_are_kept() -> None:
-    """Cohere's turn tokens are not dropped (text the engine passes on is never lost; CONFORMANCE.md)."""
+def test_crp_turn_tokens_are_framing() -> None:
+    """Cohere's turn tokens frame the turn and are dropped outside calls; inside a call's arguments they are text."""
     m = crp("<|CHATBOT_TOKEN|>Hello<|END_OF_TURN_TOKEN|>")
-    assert m.content == "<|CHATBOT_TOKEN|>Hello<|END_OF_TURN_TOKEN|>"
+    assert m.content == "Hello"
+    m = crp('Sure.<|END_OF_TURN_TOKEN|>Action:\n```json\n[{"tool_name": "get_weather", "parameters": {"city": "<|CHATBOT_TOKEN|>"}}]\n```')
+    assert (m.content, calls(m)) == ("Sure.", [("get_weather", {"city": "<|CHATBOT_TOKEN|>"})])
 
 
 def test_crp_reasoning_and_tools_in_one_chunk() -> None:

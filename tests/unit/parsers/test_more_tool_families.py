@@ -242,3 +242,13 @@ def test_lfm2_and_step3_markers_are_single_tokens_so_no_prefix_is_declared() -> 
     p = ResponseParser("lfm2", chunking="tokens")
     deltas = p.feed("<|tool_call") + p.feed("_start|>[ping()]<|tool_call_end|>", final=True)
     assert "".join(d.content or "" for d in deltas).startswith("<|tool_call")
+
+
+def test_ling3_end_of_turn_token_is_framing() -> None:
+    """Ling 3's ``<|role_end|>`` is turn framing: dropped outside calls (llama.cpp strips it), text inside a value."""
+    m = check_chunkings("Here is the answer.<|role_end|>", tool_parser="ling3", reasoning_parser="ling3", enable_thinking=False)
+    assert (m.content, m.reasoning_content) == ("Here is the answer.", None)
+    block = "<tool_call>get_time\n<arg_key>city</arg_key>\n<arg_value>a<|role_end|>b</arg_value>\n</tool_call>"
+    m = check_chunkings("</think>" + block + "<|role_end|>", tool_parser="ling3", reasoning_parser="ling3")
+    assert [(c.function.name, c.function.arguments) for c in m.tool_calls] == [("get_time", '{"city": "a<|role_end|>b"}')]
+    assert m.content is None
