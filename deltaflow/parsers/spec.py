@@ -152,6 +152,11 @@ class ToolDialect:
             (Command R7B's ``<|START_RESPONSE|>``/``<|END_RESPONSE|>``): the
             feeder drops them wherever they appear outside a block, so the
             answer is clean without the dialect's reasoning parser too.
+        lead_blanks: blanks (at most ``BLANK_RUN_MAX`` JSON whitespace
+            characters) right before an opener are the block's framing, raw
+            text of its call, not text of the channel (a template that puts
+            a newline before its tool block). Such blanks at a chunk's end
+            are held until it is known whether an opener follows.
     """
 
     name: str
@@ -165,3 +170,4 @@ class ToolDialect:
     families: tuple[str, ...] = ()
     openers_for: Callable[[Mapping[str, ToolSpec] | None], tuple[str, ...]] | None = field(default=None, compare=False)
     framing: tuple[str, ...] = ()
+    lead_blanks: bool = False

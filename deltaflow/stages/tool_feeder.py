@@ -62,7 +62,7 @@ class ToolBlockFeeder:
     __slots__ = (
         "_dialect", "_tools", "_opener", "_passthrough", "_open_re", "_hb", "_start_openers", "_started", "_parser",
         "_buf", "_buf_channel", "_after_block", "_block_channel", "_calls", "_finished",
-        "_pending", "_pending_raw", "_pending_calls", "_pending_size", "_framing",
+        "_pending", "_pending_raw", "_pending_calls", "_pending_size", "_framing", "_lead_blanks",
     )
 
     name = "tools"
@@ -78,6 +78,7 @@ class ToolBlockFeeder:
         self._tools = tools
         request_openers = dialect.openers_for(tools) if dialect.openers_for is not None else ()
         self._framing = dialect.framing
+        self._lead_blanks = dialect.lead_blanks
         # Framing tokens are found like openers, then dropped instead of opening a block.
         openers = (*dialect.openers, *request_openers, *dialect.framing)
         self._opener = openers[0] if len(openers) == 1 else None
@@ -207,6 +208,13 @@ class ToolBlockFeeder:
         m = self._open_re.search(text, pos)
         return m.start() if m else -1
 
+    @staticmethod
+    def _blank_run_start(text: str, pos: int, end: int) -> int:
+        """Where the run of JSON blanks ending at ``end`` begins (``end`` when the run is too long to be framing)."""
+        seg = text[pos:end]
+        run = len(seg) - len(seg.rstrip(" \t\r\n"))
+        return end - run if run <= BLANK_RUN_MAX else end
+
     def _framing_at(self, text: str, pos: int) -> int:
         """The length of the framing token at ``pos`` (0: none)."""
         for f in self._framing:
@@ -278,6 +286,8 @@ class ToolBlockFeeder:
                 ws_end = skip_json_ws(text, pos)
                 if ws_end < n:
                     if self._started_at(text, ws_end):
+                        if self._lead_blanks and ws_end - pos <= BLANK_RUN_MAX:
+                            ws_end = pos  # the blanks are raw text of the call
                         if ws_end > pos:
                             self._text(out, ch, text[pos:ws_end])
                         pos = ws_end
@@ -285,18 +295,21 @@ class ToolBlockFeeder:
                         continue
             i = self._find(text, pos)
             if i >= 0:
-                if i > pos:
-                    self._text(out, ch, text[pos:i])
-                    if self._start_openers and ch not in self._started and skip_json_ws(text, pos) < i:
-                        self._started.add(ch)
-                pos = i
                 framing = self._framing_at(text, i)
+                j = i if framing or not self._lead_blanks else self._blank_run_start(text, pos, i)
+                if j > pos:
+                    self._text(out, ch, text[pos:j])
+                    if self._start_openers and ch not in self._started and skip_json_ws(text, pos) < j:
+                        self._started.add(ch)
                 if framing:
-                    pos += framing  # dropped
+                    pos = i + framing  # dropped
                     continue
+                pos = j  # blanks before the opener (lead_blanks) are raw text of the call
                 self._start(ch)
                 continue
             k = 0 if final else self._hb.held(text, pos)
+            if self._lead_blanks and not final:
+                k = n - self._blank_run_start(text, pos, n - k)  # blanks may still lead into an opener
             if n - k > pos:
                 self._text(out, ch, text[pos : n - k] if (pos or k) else text)
                 # Anything but JSON whitespace is real text (the same rule as the bare-opener check).

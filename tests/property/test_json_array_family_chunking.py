@@ -25,6 +25,8 @@ from hypothesis import strategies as st
 
 from deltaflow import ResponseParser, accumulate, parse_complete
 from deltaflow.testing import message_key
+from deltaflow.parsers import registry
+from deltaflow.parsers.base import BLANK_RUN_MAX
 
 from .strategies import args_object_src, check_delta_invariants, chunkings, json_string_src, tool_defs
 
@@ -102,10 +104,18 @@ def outputs(draw: st.DrawFn) -> Output:
     before = draw(_PROSE)
     after = draw(_PROSE)
     content_parts: list[str] = []
+    lead_blanks = registry.get_tool_parser(dialect).lead_blanks
+
+    def split_lead(text: str) -> tuple[str, str]:
+        """(content, blanks that are raw text of the first call) of the text before the block."""
+        core = text.rstrip(" \t\r\n")
+        return (core, text[len(core):]) if lead_blanks and len(text) - len(core) <= BLANK_RUN_MAX else (text, "")
+
     if dialect in ARRAY_FORMS:
         head, tail = draw(st.sampled_from(ARRAY_FORMS[dialect]))
         if not head:
             before = draw(_WS)  # a bare array opens a block only where blanks at most came before it
+        shown, lead_ws = split_lead(before)
         seps = [draw(_WS) + "," + draw(_WS) for _ in elements]
         pre, post = draw(_WS), draw(_WS)
         lead = head + (draw(_WS) if head else "") + "[" + pre
@@ -113,7 +123,7 @@ def outputs(draw: st.DrawFn) -> Output:
         surfaced: list[str] = []
         for i, (el, ok) in enumerate(zip(elements, accepted)):
             # Raw text of element i: the separator before it (or the opener for the first) and the object.
-            raw = (lead if i == 0 else seps[i]) + el
+            raw = (lead_ws + lead if i == 0 else seps[i]) + el
             body += (seps[i] if i else "") + el
             if not ok:
                 surfaced.append(raw)
@@ -122,8 +132,9 @@ def outputs(draw: st.DrawFn) -> Output:
         if not accepted[-1]:
             surfaced.append(end)
         text = before + body + after
-        content_parts = [before, *surfaced, after]
+        content_parts = [shown, *surfaced, after]
     else:
+        shown, lead_ws = split_lead(before)
         forms = CALL_FORMS[dialect]
         blocks: list[str] = []
         surfaced = []
@@ -134,13 +145,14 @@ def outputs(draw: st.DrawFn) -> Output:
             blocks.append(gaps[i] + blk)
             if not ok:
                 # Blanks between two blocks are raw text of the next call; ERNIE's of the previous one.
-                surfaced.append(blk + gaps[i + 1] if dialect == "ernie45" else gaps[i] + blk)
+                lead_raw = lead_ws if i == 0 else ""
+                surfaced.append(lead_raw + (blk + gaps[i + 1] if dialect == "ernie45" else gaps[i] + blk))
         if dialect == "ernie45":
             after = after.lstrip(" \t\r\n")  # blanks right after </tool_call> are framing
         if dialect == "granite-20b-fc" or (dialect == "gigachat3" and not blocks[-1].endswith("</s>")):
             after = ""  # no closer: trailing prose is not generated right against the object
         text = before + "".join(blocks) + after
-        content_parts = [before, *surfaced, after]
+        content_parts = [shown, *surfaced, after]
     calls = [(name, args) for (name, args), ok in zip(items, accepted) if ok]
     return Output(dialect, text, tools, "".join(content_parts), calls)
 

@@ -31,6 +31,8 @@ from hypothesis import strategies as st
 
 from deltaflow import accumulate, parse_complete
 from deltaflow.testing import feed_chunks, message_key
+from deltaflow.parsers import registry
+from deltaflow.parsers.base import BLANK_RUN_MAX
 
 from .strategies import args_object_src, check_delta_invariants, chunkings, json_string_src, tool_defs
 
@@ -88,7 +90,24 @@ class Output:
 def build(
     kwargs: dict[str, Any], tools: tuple[str, ...] | None, pieces: list[tuple[str, str | tuple[Call, ...]]]
 ) -> Output:
-    """Join pieces (``("content"|"reasoning"|"marker", text)`` or ``("block", calls)``) into an Output."""
+    """Join pieces (``("content"|"reasoning"|"marker", text)`` or ``("block", calls)``) into an Output.
+
+    For a dialect whose blanks before a block are framing (``lead_blanks``), the blank run that ends a text
+    piece right before a block is raw text of the block's first call.
+    """
+    if registry.get_tool_parser(kwargs["tool_parser"]).lead_blanks:
+        pieces = list(pieces)
+        for i in range(len(pieces) - 1):
+            kind, value = pieces[i]
+            nxt_kind, nxt = pieces[i + 1]
+            if kind in ("content", "reasoning") and nxt_kind == "block" and isinstance(value, str):
+                assert isinstance(nxt, tuple)
+                core = value.rstrip(" \t\r\n")
+                run = value[len(core):]
+                if run and len(run) <= BLANK_RUN_MAX:
+                    pieces[i] = (kind, core)
+                    first = nxt[0]
+                    pieces[i + 1] = ("block", (Call(first.name, first.args, run + first.raw, first.id), *nxt[1:]))
     text: list[str] = []
     out: dict[str, list[str]] = {"content": [], "reasoning": []}
     calls: list[Call] = []

@@ -128,8 +128,10 @@ HUNYUAN_A13B = register_tool_parser(
 ERNIE45 = register_tool_parser(
     json_envelope_dialect(
         "ernie45",
-        # The newline ERNIE writes after each </tool_call> is framing (vLLM's parser skips those newline tokens).
+        # The newlines ERNIE writes before <tool_call> and after each </tool_call> are framing (vLLM's
+        # parser skips those newline tokens).
         JsonEnvelopeSpec(open=("<tool_call>",), close="</tool_call>", args_fields=_ARGS, trailing_blanks=True),
+        lead_blanks=True,
         token_prefixes=(),  # vLLM's ernie45 parser looks up the id of <tool_call>: one token
         description='ERNIE-4.5: <tool_call>\\n{"name", "arguments"}\\n</tool_call>',
         families=("ERNIE-4.5", "ERNIE-4.5-Thinking"),
@@ -148,6 +150,7 @@ XLAM = register_tool_parser(
             bare_object=True,
         ),
         start_openers=("[",),
+        lead_blanks=True,  # the newline before a fence or <tool_call> is framing (vLLM strips it)
         token_prefixes=all_prefixes("<tool_call>", "[TOOL_CALLS]", "```"),
         description="xLAM-2: a JSON array of calls, bare, fenced (```json), after [TOOL_CALLS] or in <tool_call>",
         families=("xLAM-2",),
@@ -158,6 +161,7 @@ JAMBA = register_tool_parser(
     json_envelope_dialect(
         "jamba",
         JsonEnvelopeSpec(open=("<tool_calls>",), close="</tool_calls>", args_fields=_ARGS, array=True),
+        lead_blanks=True,  # the space before <tool_calls> is framing (vLLM drops it)
         token_prefixes=(),  # vLLM's jamba parser looks up the ids of <tool_calls> / </tool_calls>
         description='AI21 Jamba: <tool_calls>[{"name", "arguments"}, ...]</tool_calls>',
         families=("Jamba 1.5", "Jamba 1.6", "Jamba 1.7"),

@@ -34,6 +34,7 @@ def json_envelope_dialect(
     description: str = "",
     families: tuple[str, ...] = (),
     framing: tuple[str, ...] = (),
+    lead_blanks: bool = False,
 ) -> ToolDialect:
     """Declare a JSON-envelope tool dialect.
 
@@ -47,6 +48,8 @@ def json_envelope_dialect(
         description: one line for ``deltaflow parsers``.
         families: model families served.
         framing: special tokens around the answer, dropped outside blocks (see
+            :class:`~deltaflow.parsers.spec.ToolDialect`).
+        lead_blanks: blanks right before an opener are the block's framing (see
             :class:`~deltaflow.parsers.spec.ToolDialect`).
     """
 
@@ -64,6 +67,7 @@ def json_envelope_dialect(
         description=description,
         families=families,
         framing=framing,
+        lead_blanks=lead_blanks,
     )
 
 

@@ -35,6 +35,7 @@ MISTRAL = register_tool_parser(
         openers=(MARKER,),
         factory=MistralToolParser,
         markers=(MARKER, ARGS, CALL_ID),
+        lead_blanks=True,  # blanks before [TOOL_CALLS] are framing (SGLang strips them)
         token_prefixes=(),
         tokenizers=("mistral",),
         description="Mistral [TOOL_CALLS]: pre-v11 JSON array, v11 NAME[CALL_ID]ID[ARGS]{...}, v13+ NAME[ARGS]{...}",

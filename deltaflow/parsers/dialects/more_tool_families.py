@@ -305,6 +305,7 @@ LFM2 = register_tool_parser(
         openers=(LFM2_START,),
         factory=Lfm2ToolParser,
         markers=(LFM2_START, LFM2_END),
+        lead_blanks=True,  # blanks before <|tool_call_start|> are framing (SGLang strips them)
         token_prefixes=(),
         description="LFM2: <|tool_call_start|>[f(a=1), g()]<|tool_call_end|> (or a JSON list of {name, arguments})",
         families=("LFM2", "LFM2.5", "LFM2-8B-A1B", "LFM2.5-8B-A1B"),

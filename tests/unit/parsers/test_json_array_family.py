@@ -151,10 +151,12 @@ TWO = [("get_weather", {"city": "Paris", "n": [1, 2.5, {"x": None}]}), ("search"
 
 @pytest.mark.parametrize("dialect", NAMES)
 def test_one_call_with_text_before(dialect: str) -> None:
-    """Text before the block is content; the call's arguments are its JSON source text."""
+    """Text before the block is content (blanks right before it too, unless the dialect declares them framing);
+    the call's arguments are its JSON source text."""
     text = "Let me check. " + block(dialect, TWO[:1])
     m = check_token_splits(text, tool_parser=dialect)
-    assert m.content == "Let me check. "
+    lead = registry.get_tool_parser(dialect).lead_blanks
+    assert m.content == ("Let me check." if lead else "Let me check. ")
     assert calls(m) == TWO[:1]
 
 
@@ -270,7 +272,7 @@ CASES = [
          '<tool_calls>[{"arguments": "{\\"a\\": 1}", "name": "f"}]</tool_calls>', None, [("f", '{"a": 1}')]),
     Case("xlam-tool-calls-tag", "xlam", 'Sure.[TOOL_CALLS][{"name": "f", "arguments": {}}]\nok', "Sure.\nok",
          [("f", "{}")]),
-    Case("xlam-fence", "xlam", 'x\n```json\n[{"name": "f", "arguments": {"a": 1}}]\n```\ny', "x\n\ny",
+    Case("xlam-fence", "xlam", 'x\n```json\n[{"name": "f", "arguments": {"a": 1}}]\n```\ny', "x\ny",
          [("f", '{"a": 1}')]),
     Case("xlam-plain-fence", "xlam", '```\n[{"name": "f", "arguments": {}}]\n```', None, [("f", "{}")]),
     Case("xlam-code-fence-is-text", "xlam", "```python\nprint(1)\n```", "```python\nprint(1)\n```", []),

@@ -129,7 +129,9 @@ CASES = [
         None,
     ),
     Case("args marker without object", "[TOOL_CALLS]ping[ARGS]", [("ping", "{}")], None),
-    Case("content before the marker", 'Sure. [TOOL_CALLS]add[ARGS]{"a": 1}', [("add", '{"a": 1}')], "Sure. "),
+    Case("content before the marker", 'Sure. [TOOL_CALLS]add[ARGS]{"a": 1}', [("add", '{"a": 1}')], "Sure."),
+    Case("blanks before the marker are framing", 'Sure.\n\n[TOOL_CALLS]add[ARGS]{"a": 1}', [("add", '{"a": 1}')], "Sure."),
+    Case("blanks before a non-call stay", "Sure. [TOOL_CALLS] 42", [], "Sure. [TOOL_CALLS] 42"),
     Case("text after the block", '[TOOL_CALLS]add[ARGS]{"a": 1} done', [("add", '{"a": 1}')], " done"),
     Case("text after the array", '[TOOL_CALLS] [{"name": "add", "arguments": {}}]\nextra', [("add", "{}")], "\nextra"),
     Case(

@@ -53,7 +53,7 @@ CASES: list[tuple[str, str, list[tuple[str, Any]], str | None]] = [
      [("search", {"query": "a"}), ("ping", {})], None),
     ("lfm2", f'{S} {{"name": "search", "arguments": {{"query": "a"}}}} {E} after',
      [("search", {"query": "a"})], " after"),
-    ("lfm2", f"{S}[ping()]{E} mid {S}[search(query='b')]{E}", [("ping", {}), ("search", {"query": "b"})], " mid "),
+    ("lfm2", f"{S}[ping()]{E} mid {S}[search(query='b')]{E}", [("ping", {}), ("search", {"query": "b"})], " mid"),
     ("lfm2", f"{S}[search(query='sed -n '1,9p' f.py', n=07, tags={{'b', 'a'}}, ok=true)]{E}",
      [("search", {"query": "sed -n '1,9p' f.py", "n": 7, "tags": ["b", "a"], "ok": True})], None),
     ("olmo3", "<function_calls>get_weather(city='Paris')\nping()\nsearch(query=null)</function_calls>",
