@@ -211,7 +211,9 @@ class ToolBlockFeeder:
     @staticmethod
     def _blank_run_start(text: str, pos: int, end: int) -> int:
         """Where the run of JSON blanks ending at ``end`` begins (``end`` when the run is too long to be framing)."""
-        seg = text[pos:end]
+        if end <= pos or text[end - 1] not in " \t\r\n":
+            return end  # the common case: no slice
+        seg = text[max(pos, end - BLANK_RUN_MAX - 1) : end]
         run = len(seg) - len(seg.rstrip(" \t\r\n"))
         return end - run if run <= BLANK_RUN_MAX else end
 
