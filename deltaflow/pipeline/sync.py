@@ -95,7 +95,10 @@ def default_stage_factories(
             Detokenizer(tokenizer, keep=keep)  # fail now on an unsupported tokenizer
         out.append(("detokenize", lambda: Detokenizer(tokenizer, keep=keep)))
     out.append(("router", router))
-    out.append(("reasoning", lambda: ReasoningSplitter(rspec, enabled=thinking, starts_open=reasoning_starts_open, chunking=chunking)))
+    starts_open = reasoning_starts_open
+    out.append(
+        ("reasoning", lambda: ReasoningSplitter(rspec, enabled=thinking, starts_open=starts_open, chunking=chunking))
+    )
     if dialect is not None:
         out.append(("tools", lambda: ToolBlockFeeder(dialect, tools=by_name, chunking=chunking)))
         out.append(("identity", IdentityFirstBuffer))

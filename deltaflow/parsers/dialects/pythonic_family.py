@@ -14,8 +14,10 @@ prose stays prose. The exception is ``[NAME(`` where NAME is a tool the
 request offers: that opens a block anywhere (``Let me check: [get_weather(
 city="Paris")]``), as SGLang finds such lists after prose. Without tools,
 or for any other name, a bracket after prose stays prose, so ``[1, 2]``,
-``[see above]`` and ``[print(x)]`` in an explanation are never calls. Token prefixes: ``[`` is one character and the wrapper
-markers are special tokens in Llama 4, so ``llama4_pythonic`` holds nothing
+``[see above]`` and ``[print(x)]`` in an explanation are never calls.
+
+Token prefixes: ``[`` is one character and the wrapper markers are special
+tokens in Llama 4, so ``llama4_pythonic`` holds nothing
 in ``chunking="tokens"`` mode. ``pythonic`` serves Llama 3.2, whose
 vocabulary (shared/tokenizers/llama3) has no ``<|python_start|>``: written
 out it is six ordinary tokens, so their prefixes are declared. A call
