@@ -8,7 +8,8 @@ turn-boundary token; after it, the FIRST terminator ends reasoning: the
 explicit end marker (content starts after it) or, for dialects that declare
 one, an implicit terminator (content starts at it, e.g. GLM-4.7's
 ``<tool_call>`` when no ``</think>`` came). Markers of earlier turns never
-count. A dialect whose reasoning does not start open, or a request with
+count. An implicit terminator that is not one token of the tokenizer
+(qwen3's ``<tool_call>\n<function=``) is not tracked on token ids. A dialect whose reasoning does not start open, or a request with
 thinking disabled, has no reasoning to end: ``is_reasoning_end`` is True and
 the ids are returned unchanged.
 
