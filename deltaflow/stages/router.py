@@ -9,19 +9,43 @@ later stages pass the resulting ``ChannelText`` and ``ToolDelta`` items
 through (the splitter only splits raw text; the feeder passes text through
 for a dialect without openers).
 
+Harmony output whose special tokens an engine stripped when it decoded
+(``analysisI should...assistantfinalThe answer``) has lost its markers. When
+reasoning is split, such an output, recognised by its first word being
+``analysis`` (a Harmony output always begins with a channel, so an answer
+never starts there), is split by a plain reasoning spec instead: reasoning
+until ``assistantfinal``, content after it. Calls written that way
+(``commentary to=functions...``) cannot be told apart from text and stay
+text.
+
 Stable-prefix guarantee: without a machine, none; with one, the machine's
-(see its docstring).
+(see its docstring); while the first word may still be ``analysis``, at most
+its 8 characters (and the chunk ends that came with them) are held.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..parsers.harmony import MARKERS as _HARMONY_MARKERS
-from ..parsers.harmony import RoutingMachineFactory, routing_machine
+from ..parsers.harmony import HarmonyRouter, routing_machine
+from ..parsers.spec import ReasoningSpec
+from .reasoning import ReasoningSplitter
 
-__all__ = ("ChannelRouter", "RouterFactory", "RoutingMachine", "router_factory")
+__all__ = ("STRIPPED_HARMONY", "ChannelRouter", "RouterFactory", "RoutingMachine", "router_factory")
+
+STRIPPED_HARMONY = ReasoningSpec(
+    name="openai_gptoss",
+    start="analysis",
+    end="assistantfinal",
+    starts_open=False,
+    # o200k splits "assistantfinal" as "assistant" "final", or ".ass" "istant" "final" after a period.
+    token_prefixes=("ass", "assistant"),
+    tokenizers=("gpt-oss",),
+)
+"""The plain split of Harmony output decoded without its special tokens."""
 
 
 class RoutingMachine(Protocol):
@@ -34,6 +58,81 @@ class RoutingMachine(Protocol):
     def finish(self) -> list[object]:
         """The input ended: return everything still held."""
         ...
+
+
+class MachineFactory(Protocol):
+    """Builds a routing machine for one response."""
+
+    def __call__(self, *, tool_calls: bool, reasoning: bool, chunking: str) -> RoutingMachine: ...
+
+
+class HarmonyOrStripped:
+    """Harmony routing, or the plain split of an output whose special tokens were stripped (module docstring).
+
+    Args:
+        make: builds the Harmony machine.
+        chunking: ``"any"`` or ``"tokens"``.
+    """
+
+    __slots__ = ("_make", "_chunking", "_machine", "_queue", "_head")
+
+    def __init__(self, make: Callable[[], RoutingMachine], chunking: str) -> None:
+        self._make = make
+        self._chunking = chunking
+        self._machine: RoutingMachine | ReasoningSplitter | None = None
+        self._queue: list[object] = []
+        self._head = ""
+
+    def feed(self, item: object) -> list[object]:
+        """Route one item; until the first word is known, hold it."""
+        if self._machine is not None:
+            return self._machine.feed(item)
+        self._queue.append(item)
+        if item.__class__ is str:
+            assert isinstance(item, str)
+            self._head += item
+            if self._decide(final=False):
+                return self._replay()
+        return []
+
+    def finish(self) -> list[object]:
+        """The input ended: decide if still undecided, then finish the machine."""
+        out: list[object] = []
+        if self._machine is None:
+            self._decide(final=True)
+            out = self._replay()
+        assert self._machine is not None
+        return out + list(self._machine.finish())
+
+    def _decide(self, *, final: bool) -> bool:
+        head = self._head
+        start = STRIPPED_HARMONY.start
+        if head.startswith(start):
+            self._machine = ReasoningSplitter(STRIPPED_HARMONY, chunking=self._chunking)
+        elif not final and start.startswith(head):
+            return False  # may still be the stripped analysis channel
+        else:
+            self._machine = self._make()
+        return True
+
+    def _replay(self) -> list[object]:
+        machine = self._machine
+        assert machine is not None
+        queue, self._queue = self._queue, []
+        self._head = ""
+        out: list[object] = []
+        for item in queue:
+            out.extend(machine.feed(item))
+        return out
+
+
+def _harmony(*, tool_calls: bool, reasoning: bool, chunking: str) -> RoutingMachine:
+    """A Harmony machine; with reasoning split, one that also reads output whose special tokens were stripped."""
+
+    def make() -> RoutingMachine:
+        return HarmonyRouter(tool_calls=tool_calls, reasoning=reasoning, chunking=chunking)
+
+    return HarmonyOrStripped(make, chunking) if reasoning else make()
 
 
 class ChannelRouter:
@@ -75,7 +174,7 @@ class RouterFactory:
             detokenizer keeps them as text).
     """
 
-    make: RoutingMachineFactory | None
+    make: MachineFactory | None
     tool_calls: bool = False
     reasoning: bool = False
     chunking: str = "any"
@@ -103,7 +202,8 @@ def router_factory(
         reasoning: reasoning is split off (a reasoning parser is in use and thinking is not disabled).
         chunking: ``"any"`` or ``"tokens"``.
     """
-    make, tool_calls = routing_machine(tool_parser, reasoning_parser)
-    if make is None:
+    found, tool_calls = routing_machine(tool_parser, reasoning_parser)
+    if found is None:
         return RouterFactory(None)
+    make: MachineFactory = _harmony if found is HarmonyRouter else found
     return RouterFactory(make, tool_calls, reasoning, chunking, _HARMONY_MARKERS)

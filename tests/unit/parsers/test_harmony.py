@@ -18,7 +18,7 @@ from deltaflow.items import CallDelta, Channel, ChannelText, ChunkEnd, ToolDelta
 from deltaflow.parsers import ToolParserContext, registry
 from deltaflow.parsers.harmony import MARKERS, HarmonyCallParser, HarmonyRouter
 from deltaflow.stages.detokenize import make_decoder
-from deltaflow.stages.router import ChannelRouter, router_factory
+from deltaflow.stages.router import ChannelRouter, HarmonyOrStripped, router_factory
 from deltaflow.testing import check_chunkings, feed_chunks, message_key, split_at
 
 GPTOSS: dict[str, Any] = {"tool_parser": "openai", "reasoning_parser": "openai_gptoss"}
@@ -443,8 +443,11 @@ def test_router_without_a_machine_forwards_items() -> None:
 def test_router_factory_picks_harmony(tool_parser: str | None, reasoning_parser: str | None, tool_calls: bool) -> None:
     """Either Harmony parser name selects the Harmony machine; calls are parsed only with the tool parser."""
     make = router_factory(tool_parser, reasoning_parser, reasoning=reasoning_parser is not None)
-    assert make.make is HarmonyRouter and make.tool_calls is tool_calls and make.markers == MARKERS
+    assert make.make is not None and make.tool_calls is tool_calls and make.markers == MARKERS
     assert isinstance(make(), ChannelRouter)
+    machine = make.make(tool_calls=tool_calls, reasoning=False, chunking="any")
+    assert isinstance(machine, HarmonyRouter)  # without a reasoning split there is no stripped-token fallback
+    assert isinstance(make.make(tool_calls=tool_calls, reasoning=True, chunking="any"), HarmonyOrStripped)
 
 
 def test_router_forwards_chunk_ends_after_their_outputs() -> None:
@@ -627,3 +630,45 @@ def test_malformed_payload_on_the_final_chunk() -> None:
     m = accumulate(deltas)
     assert [(c.function.name, c.function.arguments) for c in m.tool_calls] == [("get_weather", "{}")]
     assert m.content == "okoops"  # "{" opened the arguments, closed as "{}"
+
+
+STRIPPED = "analysisThe user typed random strings.assistantfinalIt looks like you're testing."
+
+
+@pytest.mark.parametrize("tool_parser", [None, "openai"])
+def test_output_with_stripped_special_tokens_is_split(tool_parser: str | None) -> None:
+    """An engine that skipped special tokens leaves ``analysis...assistantfinal...``: split plainly, on any chunking."""
+    m = check_chunkings(STRIPPED, reasoning_parser="openai_gptoss", tool_parser=tool_parser)
+    assert (m.reasoning_content, m.content) == ("The user typed random strings.", "It looks like you're testing.")
+    m = check_chunkings("analysis still thinking", reasoning_parser="openai_gptoss")
+    assert (m.reasoning_content, m.content) == (" still thinking", None)
+
+
+@pytest.mark.parametrize("text", ["analys", "an", "Analysis: the data", "final answer", "", " analysisX"])
+def test_only_a_leading_analysis_word_selects_the_plain_split(text: str) -> None:
+    """Text that does not begin with ``analysis`` goes to the Harmony machine (here: all content)."""
+    m = check_chunkings(text, reasoning_parser="openai_gptoss")
+    assert (m.reasoning_content, m.content) == (None, text or None)
+
+
+def test_stripped_output_without_reasoning_split_stays_content() -> None:
+    """With thinking disabled (or no reasoning parser) nothing is split: the text is content, verbatim."""
+    m = check_chunkings(STRIPPED, reasoning_parser="openai_gptoss", enable_thinking=False)
+    assert (m.reasoning_content, m.content) == (None, STRIPPED)
+    m = check_chunkings(STRIPPED, tool_parser="openai")
+    assert (m.reasoning_content, m.content) == (None, STRIPPED)
+
+
+def test_stripped_output_counts_reasoning_tokens() -> None:
+    """Chunk ends held while the first word is undecided come back in order, with their reasoning tokens."""
+    router = router_factory(None, "openai_gptoss", reasoning=True)()
+    out: list[object] = []
+    for piece, ids in (("analy", [1]), ("sisThe", [2, 3]), (" user.", [4, 5]), ("assistantfinal", [6, 7]), ("Ok", [8])):
+        out += router.feed(piece)
+        out += router.feed(ChunkEnd(token_ids=ids))
+    out += router.finish()
+    ends = [o for o in out if isinstance(o, ChunkEnd)]
+    assert [e.token_ids for e in ends] == [[1], [2, 3], [4, 5], [6, 7], [8]]
+    # The first chunk holds only part of the "analysis" marker, which opens no reasoning yet (as a Harmony
+    # header counts as neither); the chunks from the rest of the marker to the end marker are reasoning.
+    assert [e.reasoning_tokens for e in ends] == [0, 2, 2, 2, 0]
