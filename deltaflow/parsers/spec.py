@@ -157,6 +157,9 @@ class ToolDialect:
             text of its call, not text of the channel (a template that puts
             a newline before its tool block). Such blanks at a chunk's end
             are held until it is known whether an opener follows.
+        restart_after: markers after which a start opener opens a block
+            again, as at the start of the channel (xLAM's optional leading
+            ``...</think>`` before its bare array); the marker stays text.
     """
 
     name: str
@@ -171,3 +174,4 @@ class ToolDialect:
     openers_for: Callable[[Mapping[str, ToolSpec] | None], tuple[str, ...]] | None = field(default=None, compare=False)
     framing: tuple[str, ...] = ()
     lead_blanks: bool = False
+    restart_after: tuple[str, ...] = ()

@@ -27,6 +27,8 @@ Rules:
   whitespace came before in that channel.
 * A dialect's framing tokens (Command R7B's response wrapper) are dropped
   wherever they appear outside a block.
+* After a dialect's restart marker (xLAM's ``</think>``), which stays text,
+  a start opener opens a block again as at the start of the channel.
 * Call numbers are response-wide and sequential.
 """
 
@@ -63,6 +65,7 @@ class ToolBlockFeeder:
         "_dialect", "_tools", "_opener", "_passthrough", "_open_re", "_hb", "_start_openers", "_started", "_parser",
         "_buf", "_buf_channel", "_after_block", "_block_channel", "_calls", "_finished",
         "_pending", "_pending_raw", "_pending_calls", "_pending_size", "_framing", "_lead_blanks",
+        "_restart",
     )
 
     name = "tools"
@@ -79,8 +82,9 @@ class ToolBlockFeeder:
         request_openers = dialect.openers_for(tools) if dialect.openers_for is not None else ()
         self._framing = dialect.framing
         self._lead_blanks = dialect.lead_blanks
-        # Framing tokens are found like openers, then dropped instead of opening a block.
-        openers = (*dialect.openers, *request_openers, *dialect.framing)
+        self._restart = dialect.restart_after
+        # Framing tokens and restart markers are found like openers, then dropped or passed on as text.
+        openers = (*dialect.openers, *request_openers, *dialect.framing, *dialect.restart_after)
         self._opener = openers[0] if len(openers) == 1 else None
         # A dialect without text openers (e.g. one routed by the channel router) passes text through.
         self._passthrough = not openers and not dialect.start_openers
@@ -224,9 +228,20 @@ class ToolBlockFeeder:
                 return len(f)
         return 0
 
+    def _restart_at(self, text: str, pos: int) -> int:
+        """The length of the restart marker at ``pos`` (0: none)."""
+        for r in self._restart:
+            if text.startswith(r, pos):
+                return len(r)
+        return 0
+
     def _opens_at(self, text: str, pos: int) -> bool:
-        """Whether an opener (not a framing token) starts at ``pos``."""
-        return self._open_re.match(text, pos) is not None and not self._framing_at(text, pos)
+        """Whether an opener (not a framing token or restart marker) starts at ``pos``."""
+        return (
+            self._open_re.match(text, pos) is not None
+            and not self._framing_at(text, pos)
+            and not self._restart_at(text, pos)
+        )
 
     def _started_at(self, text: str, pos: int) -> bool:
         return any(text.startswith(o, pos) for o in self._start_openers)
@@ -297,6 +312,12 @@ class ToolBlockFeeder:
                         continue
             i = self._find(text, pos)
             if i >= 0:
+                restart = self._restart_at(text, i)
+                if restart:
+                    self._text(out, ch, text[pos : i + restart])
+                    self._started.discard(ch)  # a start opener may open a block again
+                    pos = i + restart
+                    continue
                 framing = self._framing_at(text, i)
                 j = i if framing or not self._lead_blanks else self._blank_run_start(text, pos, i)
                 if j > pos:

@@ -95,7 +95,7 @@ TOOL_MARKERS: dict[str, tuple[str, ...]] = {
     "granite-20b-fc": ("<function_call>",),
     "hunyuan_a13b": ("<tool_calls>", "</tool_calls>"),
     "ernie45": ("<tool_call>", "</tool_call>"),
-    "xlam": ("<tool_call>", "</tool_call>", "[TOOL_CALLS]", "```json", "```", "["),
+    "xlam": ("<tool_call>", "</tool_call>", "[TOOL_CALLS]", "```json", "```", "[", "</think>"),
     "jamba": ("<tool_calls>", "</tool_calls>"),
     "apriel": ("<tool_calls>", "</tool_calls>"),
     "nemotron": ("<TOOLCALL>", "</TOOLCALL>"),

@@ -151,7 +151,9 @@ XLAM = register_tool_parser(
         ),
         start_openers=("[",),
         lead_blanks=True,  # the newline before a fence or <tool_call> is framing (vLLM strips it)
-        token_prefixes=all_prefixes("<tool_call>", "[TOOL_CALLS]", "```"),
+        # xLAM-2 may think first: after its "...</think>" a bare array opens a block as at the start (vLLM).
+        restart_after=("</think>",),
+        token_prefixes=all_prefixes("<tool_call>", "[TOOL_CALLS]", "```", "</think>"),
         description="xLAM-2: a JSON array of calls, bare, fenced (```json), after [TOOL_CALLS] or in <tool_call>",
         families=("xLAM-2",),
     )

@@ -35,6 +35,7 @@ def json_envelope_dialect(
     families: tuple[str, ...] = (),
     framing: tuple[str, ...] = (),
     lead_blanks: bool = False,
+    restart_after: tuple[str, ...] = (),
 ) -> ToolDialect:
     """Declare a JSON-envelope tool dialect.
 
@@ -50,6 +51,8 @@ def json_envelope_dialect(
         framing: special tokens around the answer, dropped outside blocks (see
             :class:`~deltaflow.parsers.spec.ToolDialect`).
         lead_blanks: blanks right before an opener are the block's framing (see
+            :class:`~deltaflow.parsers.spec.ToolDialect`).
+        restart_after: markers after which start openers open a block again (see
             :class:`~deltaflow.parsers.spec.ToolDialect`).
     """
 
@@ -68,6 +71,7 @@ def json_envelope_dialect(
         families=families,
         framing=framing,
         lead_blanks=lead_blanks,
+        restart_after=restart_after,
     )
 
 

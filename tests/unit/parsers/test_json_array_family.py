@@ -110,11 +110,13 @@ def test_registered_names_and_declarations() -> None:
         d = registry.get_tool_parser(name)
         assert d.families and d.description
         assert set(d.openers) <= set(d.markers)
+        watched = (*d.openers, *d.framing, *d.restart_after)
         for p in d.token_prefixes:
-            assert any(o.startswith(p) and len(p) < len(o) for o in d.openers), (name, p)
+            assert any(o.startswith(p) and len(p) < len(o) for o in watched), (name, p)
     assert registry.get_tool_parser("granite").openers == ("<|tool_call|>", "<tool_call>")
     assert registry.get_tool_parser("granite").start_openers == ("[",)
     assert registry.get_tool_parser("xlam").openers == ("<tool_call>", "[TOOL_CALLS]", "```")  # ```json via ```
+    assert registry.get_tool_parser("xlam").restart_after == ("</think>",)
     assert registry.get_tool_parser("gigachat3").markers == (
         "<|message_sep|>", "function call", "<|role_sep|>", "</s>", "<|function_call|>",
     )
@@ -409,3 +411,15 @@ def test_command_r7b_response_wrapper_is_framing() -> None:
     assert calls(m) == [("get_weather", {"q": "<|END_RESPONSE|>"})]
     m = check_chunkings("<|START_RESPONSE|>Hi<|END_RESPONSE|>", tool_parser="command_r7b", reasoning_parser="command_r7b")
     assert (m.content, m.reasoning_content) == ("Hi", None)
+
+
+def test_xlam_array_after_its_thinking() -> None:
+    """xLAM-2 may think before its array: after ``</think>`` (and blanks) a bare ``[`` opens a block again; the
+    thinking stays content without a reasoning parser; other text after ``</think>`` keeps ``[`` as text."""
+    arr = '[{"name": "get_weather", "arguments": {"city": "Oslo"}}]'
+    m = check_token_splits("<think>Look it up.</think>\n" + arr, tool_parser="xlam")
+    assert (m.content, calls(m)) == ("<think>Look it up.</think>", [("get_weather", {"city": "Oslo"})])
+    m = check_token_splits("<think>x</think> see " + arr, tool_parser="xlam")
+    assert (m.content, calls(m)) == ("<think>x</think> see " + arr, [])
+    m = check_chunkings("<think>x</think>" + arr, tool_parser="xlam", reasoning_parser="qwen3")
+    assert (m.reasoning_content, m.content, calls(m)) == ("x", None, [("get_weather", {"city": "Oslo"})])
