@@ -57,6 +57,9 @@ class ReasoningSpec:
             dropped with it), it is dropped, and so is the first closer after it.
         content_lstrip_newlines: drop the newlines right after the end marker
             (Granite 4.2's template newline).
+        reasoning_rstrip_newlines: drop the newlines right before the end
+            marker (Step-3.5's template newline; at most 256, held at a chunk
+            end until it is known whether the end marker follows).
         reentrant: the markers are special tokens that are never text (Gemma 4's
             channel tokens): a start marker in the content opens another
             reasoning block, a start marker inside reasoning is dropped (its
@@ -81,6 +84,7 @@ class ReasoningSpec:
     start_labels: tuple[str, ...] = ()
     content_wrap: tuple[str, str] | None = None
     content_lstrip_newlines: bool = False
+    reasoning_rstrip_newlines: bool = False
     reentrant: bool = False
     inline: bool = False
 

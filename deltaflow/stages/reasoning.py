@@ -23,8 +23,8 @@ Rules (shared/dialects.md section 0):
 * A dialect may declare implicit terminators (GLM-4.7's ``<tool_call>``
   when ``</think>`` is missing): the first of them ends reasoning too, and
   the marker itself starts the content (so the tool call is not lost).
-* Content options: newlines right after the end marker may be dropped
-  (Granite 4.2); a content wrapper (Hunyuan's ``<answer>``...``</answer>``)
+* Content options: newlines right before the end marker (Step-3.5) and
+  right after it (Granite 4.2) may be dropped; a content wrapper (Hunyuan's ``<answer>``...``</answer>``)
   is dropped when its opener is the first non-blank content (after at most
   ``len(opener)`` blank characters, dropped with it), together with the first
   closer after it; text after the closer is content. The wrapper applies
@@ -71,6 +71,9 @@ _NEWLINES = re.compile("\n*")
 _END_SIGNAL = ChannelText(_CONTENT_CH, "")
 
 
+_NEWLINE_RUN_MAX = 256  # newlines before an end marker dropped at most (a longer run is text)
+
+
 def _alternation(markers: tuple[str, ...]) -> re.Pattern[str]:
     # Longest first, so that a marker that begins another one never wins over it.
     return re.compile("|".join(re.escape(m) for m in sorted(set(markers), key=len, reverse=True)))
@@ -92,7 +95,7 @@ class ReasoningSplitter:
         "_spec", "_mode", "_buf", "_open", "_hb_start", "_hb_end", "_finished",
         "_in_pos", "_chunk_start", "_spans", "_end_re", "_labels", "_reentrant",
         "_strip_nl", "_wrap_pending", "_closing", "_hb_open", "_body_re", "_hb_body",
-        "_body_close_re", "_hb_body_close",
+        "_body_close_re", "_hb_body_close", "_long_nl",
     )
 
     def __init__(
@@ -106,6 +109,7 @@ class ReasoningSplitter:
         self._spec = spec
         self._buf = ""
         self._finished = False
+        self._long_nl = False  # reasoning ended in a newline run already released as too long to drop
         self._in_pos = 0  # characters received so far
         self._chunk_start = 0  # where the current engine chunk's text began
         # Raw reasoning spans [begin, end) in input positions (end infinite while inside).
@@ -295,13 +299,16 @@ class ReasoningSplitter:
             found = m.group() if m is not None else ""
         if i < 0:
             k = 0 if final else self._hb_end.held(text, pos)
+            if not final and spec.reasoning_rstrip_newlines:
+                k = n - self._newline_run_start(text, pos, n - k)  # they may still lead into the end marker
             if n - k > pos:
                 out.append(ChannelText(_REASONING_CH, text[pos : n - k]))
             if k:
                 self._buf = text[n - k :]
             return n
-        if i > pos:
-            out.append(ChannelText(_REASONING_CH, text[pos:i]))
+        j = self._newline_run_start(text, pos, i) if spec.reasoning_rstrip_newlines and found == spec.end else i
+        if j > pos:
+            out.append(ChannelText(_REASONING_CH, text[pos:j]))  # newlines before the end marker dropped
         if found == spec.end:
             pos = i + len(found)
             self._spans[-1][1] = base + pos
@@ -317,6 +324,27 @@ class ReasoningSplitter:
             self._spans[-1][1] = base + pos
             self._enter_content(after_end=False)
         return pos
+
+    def _newline_run_start(self, text: str, pos: int, end: int) -> int:
+        """Where the newlines that end ``text[pos:end]`` and may precede the end marker begin (``end``: none).
+
+        A run longer than ``_NEWLINE_RUN_MAX`` is kept, and so are newlines that continue a run released
+        earlier for being too long: the answer depends on the run's length alone, not on the chunking.
+        """
+        if end <= pos or text[end - 1] != "\n":
+            if end > pos:
+                self._long_nl = False
+            return end
+        start = max(pos, end - _NEWLINE_RUN_MAX - 1)
+        seg = text[start:end]
+        core = seg.rstrip("\n")
+        run = len(seg) - len(core)
+        if run > _NEWLINE_RUN_MAX or (not core and start == pos and self._long_nl):
+            self._long_nl = True
+            return end
+        if core or start > pos:
+            self._long_nl = False
+        return end - run
 
     def _enter_content(self, *, after_end: bool) -> None:
         spec = self._spec

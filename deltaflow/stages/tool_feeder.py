@@ -65,7 +65,7 @@ class ToolBlockFeeder:
         "_dialect", "_tools", "_opener", "_passthrough", "_open_re", "_hb", "_start_openers", "_started", "_parser",
         "_buf", "_buf_channel", "_after_block", "_block_channel", "_calls", "_finished",
         "_pending", "_pending_raw", "_pending_calls", "_pending_size", "_framing", "_lead_blanks",
-        "_restart",
+        "_restart", "_long_blank",
     )
 
     name = "tools"
@@ -83,6 +83,9 @@ class ToolBlockFeeder:
         self._framing = dialect.framing
         self._lead_blanks = dialect.lead_blanks
         self._restart = dialect.restart_after
+        # The channel whose text ended in a blank run already released as too long to be framing
+        # (blanks that continue it are text too, on every chunking).
+        self._long_blank: Channel | None = None
         # Framing tokens and restart markers are found like openers, then dropped or passed on as text.
         openers = (*dialect.openers, *request_openers, *dialect.framing, *dialect.restart_after)
         self._opener = openers[0] if len(openers) == 1 else None
@@ -199,6 +202,7 @@ class ToolBlockFeeder:
 
     def _start(self, ch: Channel) -> None:
         self._block_channel = ch
+        self._long_blank = None
         if ch is Channel.REASONING and self._pending is None:
             self._pending = []
             self._pending_calls = self._calls
@@ -212,14 +216,26 @@ class ToolBlockFeeder:
         m = self._open_re.search(text, pos)
         return m.start() if m else -1
 
-    @staticmethod
-    def _blank_run_start(text: str, pos: int, end: int) -> int:
-        """Where the run of JSON blanks ending at ``end`` begins (``end`` when the run is too long to be framing)."""
+    def _blank_run_start(self, text: str, pos: int, end: int, ch: Channel) -> int:
+        """Where the blanks that end ``text[pos:end]`` and may frame an opener begin (``end``: none).
+
+        A run longer than ``BLANK_RUN_MAX`` is text, and so are blanks that continue a run released
+        earlier for being too long: the answer depends on the run's length alone, not on the chunking.
+        """
         if end <= pos or text[end - 1] not in " \t\r\n":
+            if end > pos:
+                self._long_blank = None  # text that is not blank ends any run
             return end  # the common case: no slice
-        seg = text[max(pos, end - BLANK_RUN_MAX - 1) : end]
-        run = len(seg) - len(seg.rstrip(" \t\r\n"))
-        return end - run if run <= BLANK_RUN_MAX else end
+        start = max(pos, end - BLANK_RUN_MAX - 1)
+        seg = text[start:end]
+        core = seg.rstrip(" \t\r\n")
+        run = len(seg) - len(core)
+        if run > BLANK_RUN_MAX or (not core and start == pos and self._long_blank is ch):
+            self._long_blank = ch
+            return end
+        if core or start > pos:
+            self._long_blank = None
+        return end - run
 
     def _framing_at(self, text: str, pos: int) -> int:
         """The length of the framing token at ``pos`` (0: none)."""
@@ -303,7 +319,7 @@ class ToolBlockFeeder:
                 ws_end = skip_json_ws(text, pos)
                 if ws_end < n:
                     if self._started_at(text, ws_end):
-                        if self._lead_blanks and ws_end - pos <= BLANK_RUN_MAX:
+                        if self._lead_blanks and self._blank_run_start(text, pos, ws_end, ch) == pos:
                             ws_end = pos  # the blanks are raw text of the call
                         if ws_end > pos:
                             self._text(out, ch, text[pos:ws_end])
@@ -319,7 +335,7 @@ class ToolBlockFeeder:
                     pos = i + restart
                     continue
                 framing = self._framing_at(text, i)
-                j = i if framing or not self._lead_blanks else self._blank_run_start(text, pos, i)
+                j = i if framing or not self._lead_blanks else self._blank_run_start(text, pos, i, ch)
                 if j > pos:
                     self._text(out, ch, text[pos:j])
                     if self._start_openers and ch not in self._started and skip_json_ws(text, pos) < j:
@@ -332,7 +348,7 @@ class ToolBlockFeeder:
                 continue
             k = 0 if final else self._hb.held(text, pos)
             if self._lead_blanks and not final:
-                k = n - self._blank_run_start(text, pos, n - k)  # blanks may still lead into an opener
+                k = n - self._blank_run_start(text, pos, n - k, ch)  # blanks may still lead into an opener
             if n - k > pos:
                 self._text(out, ch, text[pos : n - k] if (pos or k) else text)
                 # Anything but JSON whitespace is real text (the same rule as the bare-opener check).

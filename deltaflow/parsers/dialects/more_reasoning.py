@@ -10,9 +10,10 @@ against the vLLM reasoning parser of the same name and its tests
   ``<think>``, so the output starts inside reasoning; a ``<think>`` the model
   writes itself is consumed; the first ``</think>`` ends reasoning, and an
   output without it is all reasoning. ``enable_thinking=False`` makes all of
-  it content. Reasoning and content are kept verbatim: Step-3.5's newline
-  before and after ``</think>`` is the model's text (vLLM trims one on each
-  side; see CONFORMANCE.md).
+  it content. Reasoning and content are kept verbatim, except Step-3.5's
+  newlines right before ``</think>``, which are its template's framing and
+  dropped (vLLM's parser trims them; the newline after ``</think>`` stays
+  content, as in vLLM's vectors).
 * ``hy_v3`` (Tencent Hunyuan HY-V3): the same grammar, but the model thinks
   only when asked (vLLM reads ``reasoning_effort``; anything other than
   ``no_think`` turns thinking on, and none given means ``no_think``), so
@@ -89,6 +90,8 @@ STEP3P5 = register_reasoning_parser(
         start=THINK_START,
         end=THINK_END,
         starts_open=True,
+        # The template's newlines before </think> are framing (vLLM's Step-3.5 parser trims them).
+        reasoning_rstrip_newlines=True,
         token_prefixes=_THINK_PREFIXES,
         families=("Step-3.5",),
     )

@@ -31,6 +31,8 @@ THINK_OPEN = ("step3p5", "olmo3", "nemotron_v3", "holo2")
 def test_think_protocols_start_open(name: str, text: str, reasoning: str | None, content: str | None) -> None:
     """The output starts inside reasoning; the first </think> ends it; every chunking agrees."""
     m = check_chunkings(text, reasoning_parser=name)
+    if name == "step3p5" and reasoning is not None:
+        reasoning = reasoning.rstrip("\n") if "</think>" in text else reasoning  # its newlines before </think> drop
     assert (m.reasoning_content or None, m.content or None) == (reasoning, content)
 
 
@@ -272,3 +274,22 @@ def test_append_think_puts_nothing_back_for_an_empty_output_or_without_thinking(
     assert not check_chunkings("", reasoning_parser="minimax_m2_append_think").content
     msg = check_chunkings("plain</think>x", reasoning_parser="minimax_m2_append_think", enable_thinking=False)
     assert msg.content == "plain</think>x"
+
+
+@pytest.mark.parametrize(
+    ("text", "reasoning", "content"),
+    [
+        ("a\n\n</think>\nb", "a", "\nb"),
+        ("a\nb\n</think>", "a\nb", None),
+        ("a\n\n", "a\n\n", None),  # no end marker: the newlines are reasoning
+        ("x\n</think>y", "x", "y"),
+        ("\n</think>x", "\n", "x"),  # blanks at the very start are reasoning before the end marker is looked for
+        ("a\n\nb", "a\n\nb", None),
+        ("a" + "\n" * 300 + "</think>", "a" + "\n" * 300, None),  # too long a run to be framing: kept
+    ],
+)
+def test_step3p5_drops_newlines_before_the_end_marker(text: str, reasoning: str | None, content: str | None) -> None:
+    """Step-3.5's newlines right before ``</think>`` are framing, dropped on every chunking; others are kept (a
+    run longer than 256 too)."""
+    m = check_chunkings(text, reasoning_parser="step3p5")
+    assert (m.reasoning_content, m.content) == (reasoning, content)

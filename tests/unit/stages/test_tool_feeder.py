@@ -192,3 +192,16 @@ def test_whitespace_is_swallowed_only_between_blocks_of_one_channel() -> None:
     spaced = run([ChannelText(R, "r" + CALL + " "), ChannelText(C, "\n\n" + CALL)])
     assert texts(spaced) == [(R, "r" + CALL + " "), (C, "\n\n")]
     assert texts(tight) == [(R, "r" + CALL), (C, "\n\n")]
+
+
+@pytest.mark.parametrize("n", [0, 1, 256, 257, 300, 600])
+def test_lead_blanks_depend_on_the_run_length_alone(n: int) -> None:
+    """Blanks before a block are its framing up to BLANK_RUN_MAX; a longer run is text, whole, on every chunking
+    (a run released for being too long stays text when more blanks and then an opener follow)."""
+    from deltaflow.parsers.base import BLANK_RUN_MAX
+    from deltaflow.testing import check_chunkings
+
+    block = '<tool_calls>[{"name": "f", "arguments": {}}]</tool_calls>'
+    m = check_chunkings("Hi" + " " * n + block, tool_parser="jamba")
+    assert m.content == ("Hi" if n <= BLANK_RUN_MAX else "Hi" + " " * n)
+    assert [c.function.name for c in m.tool_calls] == ["f"]
