@@ -47,7 +47,7 @@ class MarkerHoldback:
         mode: ``"any"`` or ``"tokens"``.
     """
 
-    __slots__ = ("_prefixes", "_firsts", "_maxlen")
+    __slots__ = ("_prefixes", "_firsts", "_maxlen", "_first")
 
     def __init__(
         self,
@@ -57,6 +57,9 @@ class MarkerHoldback:
     ) -> None:
         # One table per distinct declaration, shared by every response that uses it.
         self._prefixes, self._firsts, self._maxlen = _table(tuple(markers), tuple(token_prefixes), mode)
+        # With one first character (the common case: markers that all start with "<" or "["), candidates
+        # are found with str.find instead of a Python loop over the window.
+        self._first = next(iter(self._firsts)) if len(self._firsts) == 1 else None
 
     @property
     def longest(self) -> int:
@@ -71,8 +74,18 @@ class MarkerHoldback:
         """Return the length of the longest suffix of ``text[start:]`` that may begin a marker."""
         n = len(text)
         k = min(self._maxlen, n - start)
-        firsts = self._firsts
         prefixes = self._prefixes
+        first = self._first
+        if first is not None:
+            # The leftmost candidate in the window is the longest suffix; the first one that is a held
+            # prefix wins.
+            i = text.find(first, n - k) if k > 0 else -1
+            while i >= 0:
+                if text[i:] in prefixes:
+                    return n - i
+                i = text.find(first, i + 1)
+            return 0
+        firsts = self._firsts
         while k > 0:
             if text[n - k] in firsts and text[n - k :] in prefixes:
                 return k

@@ -93,7 +93,7 @@ class ReasoningSplitter:
     name = "reasoning"
     __slots__ = (
         "_spec", "_mode", "_buf", "_open", "_hb_start", "_hb_end", "_finished",
-        "_in_pos", "_chunk_start", "_spans", "_end_re", "_labels", "_reentrant",
+        "_in_pos", "_chunk_start", "_spans", "_watched", "_labels", "_reentrant",
         "_strip_nl", "_wrap_pending", "_closing", "_hb_open", "_body_re", "_hb_body",
         "_body_close_re", "_hb_body_close", "_long_nl",
     )
@@ -120,7 +120,7 @@ class ReasoningSplitter:
         self._wrap_pending = spec is not None and spec.content_wrap is not None
         self._reentrant = spec is not None and spec.reentrant and enabled
         self._labels: tuple[str, ...] = ()
-        self._end_re: re.Pattern[str] | None = None
+        self._watched: tuple[str, ...] = ()  # markers looked for while reasoning, longest first
         self._body_re: re.Pattern[str] | None = None
         self._body_close_re: re.Pattern[str] | None = None
         self._hb_body: MarkerHoldback | None = None
@@ -153,8 +153,7 @@ class ReasoningSplitter:
         self._hb_start = MarkerHoldback((spec.start,), prefixes, chunking)
         watched = (spec.end, *spec.implicit_end, *((spec.start,) if self._reentrant else ()))
         self._hb_end = MarkerHoldback(watched, prefixes, chunking)
-        if len(watched) > 1:
-            self._end_re = _alternation(watched)
+        self._watched = tuple(sorted(dict.fromkeys(watched), key=len, reverse=True))
 
     @property
     def in_reasoning(self) -> bool:
@@ -290,13 +289,19 @@ class ReasoningSplitter:
         spec = self._spec
         assert spec is not None
         n = len(text)
-        if self._end_re is None:
+        watched = self._watched
+        if len(watched) == 1:
             i = text.find(spec.end, pos)
             found = spec.end
         else:
-            m = self._end_re.search(text, pos)
-            i = m.start() if m is not None else -1
-            found = m.group() if m is not None else ""
+            # The first of several markers: one str.find each, each bounded by the best so far; on a
+            # tie the longer marker (looked for first) wins, so a marker that begins another never does.
+            i = -1
+            found = ""
+            for m in watched:
+                j = text.find(m, pos, i + len(m) if i >= 0 else n)
+                if j >= 0 and (i < 0 or j < i):
+                    i, found = j, m
         if i < 0:
             k = 0 if final else self._hb_end.held(text, pos)
             if not final and spec.reasoning_rstrip_newlines:

@@ -227,8 +227,9 @@ def think_parsers() -> tuple[str, ...]:
         if (spec.start, spec.end, spec.starts_open) == ("<think>", "</think>", True) and spec.implicit_end in (
             (), (QWEN35_CALL,)
         ) and (
-            spec.start_labels, spec.content_wrap, spec.content_lstrip_newlines, spec.reentrant, spec.inline
-        ) == ((), None, False, False, False):  # no splitter option changing the text (ernie45, append_think ...)
+            spec.start_labels, spec.content_wrap, spec.content_lstrip_newlines, spec.reasoning_rstrip_newlines,
+            spec.reentrant, spec.inline,
+        ) == ((), None, False, False, False, False):  # no splitter option changing the text (ernie45, step3p5 ...)
             out.append(name)
     return tuple(out)
 
