@@ -809,7 +809,8 @@ def dialect_output(draw: st.DrawFn, tool_parser: str) -> Rendered:
     render = BLOCKS[tool_parser]
     lead = draw(free)
     if tool_parser in _ONE_BLOCK:
-        at_start = not lead.strip() or tool_parser == "mistral"
+        # The start rule counts JSON whitespace only ("\x1f" is whitespace to str.strip, not to the parsers).
+        at_start = not lead.strip(" \t\r\n") or tool_parser == "mistral"
         if tool_parser in ("pythonic", "llama4_pythonic", "llama3_json") and not at_start and ncalls:
             lead = ""
             at_start = True
