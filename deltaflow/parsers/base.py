@@ -60,7 +60,20 @@ class ToolParserBase:
 
     # -- to override ------------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
-        """Consume ``text[start:]``; see :class:`~deltaflow.parsers.spec.ToolParser`."""
+        """Consume ``text[start:]``; see :class:`~deltaflow.parsers.spec.ToolParser`.
+
+        The default runs the machine (:meth:`_run`) and, while the block is not done, holds the
+        unconsumed tail; a parser whose end of input needs more (cut scalars, sections) overrides it.
+        """
+        self.begin(text, start)
+        pos = self._run(text, start, out, final)
+        if not self.done:
+            self.hold(pos)
+        self._text = ""
+        return pos
+
+    def _run(self, text: str, pos: int, out: list[object], final: bool) -> int:
+        """The dialect's machine: consume from ``pos``, append events to ``out``, return where it stopped."""
         raise NotImplementedError
 
     # -- helpers ------------------------------------------------------------------

@@ -114,15 +114,6 @@ class RecipientParser(ToolParserBase):
         """Always True: the block may end wherever its channel's text ends (a channel change ends it there)."""
         return True
 
-    def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
-        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolParser`)."""
-        self.begin(text, start)
-        pos = self._run(text, start, out, final)
-        if not self.done:
-            self.hold(pos)
-        self._text = ""
-        return pos
-
     def _run(self, text: str, pos: int, out: list[object], final: bool) -> int:
         n = len(text)
         sep = self._spec.separator

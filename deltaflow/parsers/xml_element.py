@@ -183,15 +183,6 @@ class XmlElementParser(ToolParserBase):
         """The last call is complete; only the block's closer or another call may follow."""
         return self._state == _AFTER
 
-    def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
-        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolParser`)."""
-        self.begin(text, start)
-        pos = self._run(text, start, out, final)
-        if not self.done:
-            self.hold(pos)
-        self._text = ""
-        return pos
-
     # -- tags -----------------------------------------------------------------------------------
     def _tag(self, text: str, p: int, final: bool) -> tuple[int, int, str]:
         """The tag at ``p``: ``(kind, end, name)``; ``_T_NEED`` for a partial one at the end of the text."""

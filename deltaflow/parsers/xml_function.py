@@ -329,15 +329,6 @@ class XmlFunctionParser(ToolParserBase):
         return self._state == _AFTER
 
     # -- the machine ------------------------------------------------------------------------
-    def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
-        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolParser`)."""
-        self.begin(text, start)
-        pos = self._run(text, start, out, final)
-        if not self.done:
-            self.hold(pos)
-        self._text = ""
-        return pos
-
     def _sep(self, text: str, pos: int) -> int:
         m = self._t.sep.match(text, pos)
         return m.end() if m is not None else pos

@@ -179,14 +179,6 @@ class XmlToolsParser(ToolParserBase):
         """
         return self._state == _OPEN or self._state == _TEXT
 
-    def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
-        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolParser`)."""
-        self.begin(text, start)
-        pos = self._run(text, start, out, final)
-        if not self.done:
-            self.hold(pos)
-        return pos
-
     # -- the machine --------------------------------------------------------------
     def _run(self, text: str, pos: int, out: list[object], final: bool) -> int:
         n = len(text)
