@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ("decode_json_string", "has_surrogate", "json_string", "skip_json_ws", "skip_space")
+__all__ = ("decode_json_string", "has_surrogate", "json_string", "skip_json_ws", "skip_space", "trailing_run")
 
 _encode = msgspec.json.encode
 
@@ -26,6 +26,33 @@ def skip_space(text: str, pos: int = 0) -> int:
     """Return the first position at or after ``pos`` that is not Unicode whitespace."""
     m = _SPACE.match(text, pos)
     return m.end() if m is not None else pos
+
+
+def trailing_run(
+    text: str, pos: int, end: int, chars: str, limit: int, continues_long: bool
+) -> tuple[int, bool | None]:
+    """Where the run of ``chars`` that ends ``text[pos:end]`` begins, if it is short enough to be framing.
+
+    A run longer than ``limit`` is text, and so is one that continues such a run released earlier
+    (``continues_long``, when the segment is all ``chars``): the answer then depends on the run's length
+    alone, not on where chunks ended. At most ``limit + 1`` characters are looked at.
+
+    Returns:
+        ``(start, long)``: ``start`` is where the run begins, or ``end`` when there is none or it is text;
+        ``long`` is True when the segment ends in (or continues) a run that is too long, False when it
+        ends a run begun in it (or has none), None when it is all ``chars`` and tells nothing new.
+    """
+    if end <= pos:
+        return end, None
+    if text[end - 1] not in chars:
+        return end, False  # the common case: no slice
+    start = max(pos, end - limit - 1)
+    seg = text[start:end]
+    core = seg.rstrip(chars)
+    run = len(seg) - len(core)
+    if run > limit or (not core and continues_long):
+        return end, True
+    return end - run, False if core else None
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

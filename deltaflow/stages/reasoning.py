@@ -49,7 +49,7 @@ from __future__ import annotations
 import re
 
 from .._core.holdback import MarkerHoldback
-from .._core.text import skip_space
+from .._core.text import skip_space, trailing_run
 from ..errors import StateError
 from ..items import Channel, ChannelText, ChunkEnd
 from ..parsers.spec import ReasoningSpec
@@ -336,20 +336,10 @@ class ReasoningSplitter:
         A run longer than ``_NEWLINE_RUN_MAX`` is kept, and so are newlines that continue a run released
         earlier for being too long: the answer depends on the run's length alone, not on the chunking.
         """
-        if end <= pos or text[end - 1] != "\n":
-            if end > pos:
-                self._long_nl = False
-            return end
-        start = max(pos, end - _NEWLINE_RUN_MAX - 1)
-        seg = text[start:end]
-        core = seg.rstrip("\n")
-        run = len(seg) - len(core)
-        if run > _NEWLINE_RUN_MAX or (not core and start == pos and self._long_nl):
-            self._long_nl = True
-            return end
-        if core or start > pos:
-            self._long_nl = False
-        return end - run
+        start, long = trailing_run(text, pos, end, "\n", _NEWLINE_RUN_MAX, self._long_nl)
+        if long is not None:
+            self._long_nl = long
+        return start
 
     def _enter_content(self, *, after_end: bool) -> None:
         spec = self._spec

@@ -42,7 +42,7 @@ from ..errors import StateError
 from ..items import Channel, ChannelText
 from ..parsers.spec import ToolDialect, ToolParser, ToolParserContext, all_prefixes
 from ..tools import ToolSpec
-from .._core.text import skip_json_ws
+from .._core.text import skip_json_ws, trailing_run
 from ..parsers.base import BLANK_RUN_MAX
 
 __all__ = ("THOUGHT_GROUP_MAX", "ToolBlockFeeder")
@@ -50,6 +50,14 @@ __all__ = ("THOUGHT_GROUP_MAX", "ToolBlockFeeder")
 THOUGHT_GROUP_MAX = 4096
 """Characters of tentative blocks inside reasoning held before they are taken as calls."""
 
+
+
+def _marker_at(markers: tuple[str, ...], text: str, pos: int) -> int:
+    """The length of the first of ``markers`` that starts at ``pos`` (0: none)."""
+    for m in markers:
+        if text.startswith(m, pos):
+            return len(m)
+    return 0
 
 
 class ToolBlockFeeder:
@@ -222,34 +230,18 @@ class ToolBlockFeeder:
         A run longer than ``BLANK_RUN_MAX`` is text, and so are blanks that continue a run released
         earlier for being too long: the answer depends on the run's length alone, not on the chunking.
         """
-        if end <= pos or text[end - 1] not in " \t\r\n":
-            if end > pos:
-                self._long_blank = None  # text that is not blank ends any run
-            return end  # the common case: no slice
-        start = max(pos, end - BLANK_RUN_MAX - 1)
-        seg = text[start:end]
-        core = seg.rstrip(" \t\r\n")
-        run = len(seg) - len(core)
-        if run > BLANK_RUN_MAX or (not core and start == pos and self._long_blank is ch):
-            self._long_blank = ch
-            return end
-        if core or start > pos:
-            self._long_blank = None
-        return end - run
+        start, long = trailing_run(text, pos, end, " \t\r\n", BLANK_RUN_MAX, self._long_blank is ch)
+        if long is not None:
+            self._long_blank = ch if long else None
+        return start
 
     def _framing_at(self, text: str, pos: int) -> int:
         """The length of the framing token at ``pos`` (0: none)."""
-        for f in self._framing:
-            if text.startswith(f, pos):
-                return len(f)
-        return 0
+        return _marker_at(self._framing, text, pos)
 
     def _restart_at(self, text: str, pos: int) -> int:
         """The length of the restart marker at ``pos`` (0: none)."""
-        for r in self._restart:
-            if text.startswith(r, pos):
-                return len(r)
-        return 0
+        return _marker_at(self._restart, text, pos)
 
     def _opens_at(self, text: str, pos: int) -> bool:
         """Whether an opener (not a framing token or restart marker) starts at ``pos``."""
@@ -260,7 +252,7 @@ class ToolBlockFeeder:
         )
 
     def _started_at(self, text: str, pos: int) -> bool:
-        return any(text.startswith(o, pos) for o in self._start_openers)
+        return any(text.startswith(o, pos) for o in self._start_openers)  # "" opens anywhere (recipient lines)
 
     def _process(self, text: str, ch: Channel, out: list[object], final: bool) -> None:
         self._buf_channel = ch  # the channel of the text being processed (and of what gets held)
