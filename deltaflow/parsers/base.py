@@ -40,15 +40,21 @@ class ToolParserBase:
     Attributes:
         done: the block is over; the caller takes the text after it.
         named: the current call's name was emitted.
+        committed: the current call's argument payload began after its name
+            (an argument fragment or its end was emitted): the identity stage
+            releases it. A call named but not committed that the input cuts
+            short or that breaks is surfaced whole, so drivers end it with
+            :meth:`abort` (see :meth:`end_or_abort`).
     """
 
     __slots__ = (
-        "done", "named", "ctx", "call", "_text", "_raw_from", "_uncommitted", "_feed_start", "_blank_run", "_blank_end",
+        "done", "named", "committed", "ctx", "call", "_text", "_raw_from", "_uncommitted", "_feed_start", "_blank_run", "_blank_end",
     )
 
     def __init__(self, ctx: ToolParserContext) -> None:
         self.done = False
         self.named = False
+        self.committed = False
         self.ctx = ctx
         self.call = -1
         self._text = ""
@@ -88,6 +94,7 @@ class ToolParserBase:
         """Start the next call of this block; returns its response-wide number."""
         self.call = self.ctx.new_call()
         self.named = False
+        self.committed = False
         return self.call
 
     def emit(
@@ -104,10 +111,15 @@ class ToolParserBase:
         raw = self._take(pos)
         if name is not None:
             self.named = True
+            self.committed = end
+        elif self.named and (args or end):
+            self.committed = True
         out.append(ToolDelta(call=self.call, channel=self.ctx.channel, name=name, id=id, args=args, raw=raw, end=end))
 
     def emit_args(self, out: list[object], args: str) -> None:
         """Emit an arguments fragment whose raw text was attributed already (or is ``args`` itself)."""
+        if self.named and args:
+            self.committed = True
         out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=args))
 
     def blank_run(self, out: list[object], pos: int, end: int) -> None:
@@ -135,7 +147,10 @@ class ToolParserBase:
             self._raw_from = pos
 
     def abort(self, out: list[object], pos: int, *, close_args: str | None = None) -> int:
-        """End the block at ``pos``: complete a named call, surface the uncommitted text.
+        """End the block at ``pos``: complete a committed call, surface the uncommitted text.
+
+        A call that was named but not committed yet (its payload never began)
+        is surfaced whole by the identity stage; ``close_args`` is then ignored.
 
         Args:
             out: the event list.
@@ -146,11 +161,29 @@ class ToolParserBase:
         Returns:
             ``pos``, with ``done`` set.
         """
-        if self.named and close_args is not None:
-            out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=close_args, end=True))
+        close = self.named and close_args is not None
         raw = self._take(pos)
-        if raw or not self.named:
-            out.append(ToolDelta(call=self.call, channel=self.ctx.channel, raw=raw, abort=True))
+        if raw or close or not self.named:
+            # One event: the closer of a committed call's arguments, then its raw text as text (the
+            # identity stage surfaces everything of a call that was never committed, closer ignored).
+            out.append(
+                ToolDelta(
+                    call=self.call, channel=self.ctx.channel, args=close_args if close else "", raw=raw, end=close,
+                    abort=True,
+                )
+            )
+        return self.finish_block(pos)
+
+    def end_or_abort(self, out: list[object], pos: int, close_args: str) -> int:
+        """The input ended inside the current call at ``pos``: end it there, or abort it if never committed.
+
+        A committed call is ended (``close_args`` closes what its arguments
+        opened; the raw text up to ``pos`` is its own); a call named but not
+        committed is no call, and is surfaced whole.
+        """
+        if self.named and not self.committed:
+            return self.abort(out, pos)
+        self.emit(out, pos, args=close_args, end=True)
         return self.finish_block(pos)
 
     def surface(self, out: list[object], pos: int) -> None:

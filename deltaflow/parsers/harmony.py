@@ -308,7 +308,7 @@ class HarmonyCallParser(ToolParserBase):
 
     def _break(self, out: list[object], limit: int, close_args: str) -> int:
         """The body went wrong: close the arguments; surface everything not yet attributed, up to ``limit``."""
-        out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=close_args, end=True))
+        out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=close_args, end=True, abort=True))
         self._pending = []
         self._state = _BROKEN
         self._surface(out, limit)
@@ -323,9 +323,12 @@ class HarmonyCallParser(ToolParserBase):
         """The body is over at ``limit``; its terminator (if any) runs to ``end``."""
         st = self._state
         if st == _PRE:
-            self.emit(out, end, args="{}", end=True)
+            if end > limit:  # an empty body closed by its terminator: a call without arguments
+                self.emit(out, end, args="{}", end=True)
+            else:  # cut before its body began: not a call (the identity stage surfaces it whole)
+                out.append(ToolDelta(call=self.call, channel=self.ctx.channel, raw=self._take(end), abort=True))
         elif st == _ARGS:  # cut short: close at the last safe position; the unsafe rest is surfaced
-            out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=self._scan.closer(), end=True))
+            out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=self._scan.closer(), end=True, abort=True))
             self._pending = []
             self._surface(out, limit)
             if end > limit:

@@ -525,7 +525,7 @@ class JsonEnvelopeParser:
                 args = "{}"
             else:
                 args = self._scan.closer()
-            out.append(ToolDelta(call=self._call, channel=self._ctx.channel, args=args, end=True))
+            out.append(ToolDelta(call=self._call, channel=self._ctx.channel, args=args, end=True, abort=True))
             self._args_done = True
         raw = self._text[self._raw_from:pos] if pos > self._raw_from else ""
         if self._pending:

@@ -212,7 +212,7 @@ class RecipientParser(ToolParserBase):
         if broken:
             # The call ends at its last safe position (the same one on every chunking): its
             # arguments are closed there, and the text after it is content (never lost).
-            out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=scan.closer(), end=True))
+            out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=scan.closer(), end=True, abort=True))
             self._pending = []
             self.new_call()
             self._state = _CONTENT

@@ -325,9 +325,9 @@ class SpecialTokenParser(ToolParserBase):
         n = len(text)
         pos = skip_json_ws(text, pos)
         if pos >= n:
-            if final:
-                self._emit_no_args(out, n, end=True)
-                return n, True
+            if final:  # cut after the name, before any arguments: not a call
+                self._ended = True
+                return self.abort(out, n), False
             return pos, False
         c = text[pos]
         if c == "{":

@@ -348,8 +348,7 @@ class XmlElementParser(ToolParserBase):
             self._end_call(out, p)
             return p, True
         if final and (p >= n or self._cut_closer(text, p)):
-            self._end_call(out, n)
-            return self.finish_block(n), False
+            return self.end_or_abort(out, n, self._closers()), False
         return self.abort(out, p, close_args=self._closers()), False
 
     # -- containers and values -----------------------------------------------------------------

@@ -426,6 +426,8 @@ class XmlFunctionParser(ToolParserBase):
                 elif w == _B_BLOCK_OPEN:  # a missing block closer: the next block starts here
                     return self._end_call(out, p, block_done=True)
                 elif final and (p >= n or self._cut_closer(text, p)):
+                    if not self.committed:  # cut before its arguments began: not a call
+                        return self.abort(out, n)
                     return self._end_call(out, n, block_done=True)
                 else:
                     return self.abort(out, p, close_args=self._closer())

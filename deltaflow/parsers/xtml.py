@@ -505,6 +505,8 @@ class XtmlParser(ToolParserBase):
                 return self.abort(out, n)
             (self.surface if self._after_bad else self.emit)(out, n)
             return self.finish_block(n)
+        if self.named and not self.committed:  # cut before its arguments began: not a call
+            return self.abort(out, n)
         self._end_call(out, n)
         return self.finish_block(n)
 

@@ -1,12 +1,25 @@
-"""Identity-first buffer: the first event of every call names it.
+"""Identity-first buffer: a call is emitted only once it is committed, and its first event names it.
 
-Stable-prefix guarantee: events of a call are held only until its name is
-known (argument fragments written before the name, e.g. Hermes 2 Pro's
-``{"arguments": {...}, "name": "f"}``); they are then released, in order, as
-one event that carries the name, the held arguments and all held raw text.
-A call that ends or aborts without a name is surfaced as text (its raw text,
-in the channel it was opened from). Calls are sequential, so at most one
-call is held at a time.
+A call is *committed* once its name is complete and its argument payload has
+validly begun: the driver emitted an argument fragment or ended the call
+after the name event (the ``{`` of a JSON arguments object, the first
+literal of a pythonic call, the first parameter tag of an XML format, the
+block's close for a call without arguments), or argument fragments came
+before the name (Hermes 2 Pro's ``{"arguments": {...}, "name": "f"}``).
+Argument text a driver writes together with the name (Gemma 4's synthetic
+``{``) does not commit the call: it is not the model's payload.
+
+Stable-prefix guarantee: the events of a call are held only until it is
+committed (a few characters past the name for most formats); they are then
+released, in order, as one event that carries the name, the held arguments
+and all held raw text. A call that aborts or ends before it is committed,
+named or not, is surfaced whole as text (its raw text, in the channel it was
+opened from): an agent never sees ``get_weather({})`` for a payload the model
+did not write. Calls are sequential, so at most one call is held at a time.
+
+An ``abort`` event of a committed call may carry ``args``: they close its
+arguments (the driver's last safe position) before its ``raw`` text is
+surfaced.
 """
 
 from __future__ import annotations
@@ -18,14 +31,16 @@ __all__ = ("IdentityFirstBuffer",)
 
 
 class IdentityFirstBuffer:
-    """Holds a call's events until its name is known (see the module docstring)."""
+    """Holds a call's events until it is committed (see the module docstring)."""
 
     name = "identity"
-    __slots__ = ("_live", "_held", "_finished", "diagnostics")
+    __slots__ = ("_live", "_dead", "_held", "_named", "_finished", "diagnostics")
 
     def __init__(self) -> None:
-        self._live = -1  # the named call being streamed
-        self._held: list[ToolDelta] = []  # events of the unnamed call
+        self._live = -1  # the committed call being streamed
+        self._dead = -1  # the last named call surfaced as text (its later events are text at once)
+        self._held: list[ToolDelta] = []  # events of the call not committed yet
+        self._named = False  # the held call's name event is among them
         self._finished = False
         # (event, fields) pairs for the shell to log; None: not collected.
         self.diagnostics: list[tuple[str, dict[str, object]]] | None = None
@@ -36,48 +51,72 @@ class IdentityFirstBuffer:
             return [item]
         assert isinstance(item, ToolDelta)
         if item.call == self._live:
-            if item.abort:
-                if item.raw and self.diagnostics is not None:
+            if not item.abort:
+                return [item]
+            out: list[object] = []
+            if item.args or item.end:
+                out.append(ToolDelta(call=item.call, channel=item.channel, args=item.args, end=True))
+            if item.raw:
+                if self.diagnostics is not None:
                     self.diagnostics.append(
                         ("tool_block_malformed", {"reason": "unusable text after the name", "chars": len(item.raw)})
                     )
-                return [ChannelText(item.channel, item.raw)] if item.raw else []
-            return [item]
+                out.append(ChannelText(item.channel, item.raw))
+            return out
+        if item.call == self._dead:
+            return [ChannelText(item.channel, item.raw)] if item.raw else []
         held = self._held
         if held and held[0].call != item.call:  # pragma: no cover - parsers end calls in order
             released = self._surface()
             return released + self.feed(item)
-        if item.name is not None:
-            self._held = []
-            self._live = item.call
-            if not held:
-                return [item]
-            return [
-                ToolDelta(
-                    call=item.call,
-                    channel=held[0].channel,
-                    name=item.name,
-                    id=item.id or next((h.id for h in held if h.id), None),
-                    args="".join(h.args for h in held) + item.args,
-                    raw="".join(h.raw for h in held) + item.raw,
-                    end=item.end,
-                )
-            ]
-        if item.abort or item.end:
-            held.append(item)
-            return self._surface()
         held.append(item)
-        return []
+        if item.abort:
+            return self._surface()
+        if item.name is not None:
+            self._named = True
+            # Committed at once when it ends here or arguments came before the name.
+            if item.end or any(h.args for h in held[:-1]):
+                return self._release()
+            return []
+        if self._named:
+            return self._release() if item.args or item.end else []
+        return self._surface() if item.end else []
+
+    def _release(self) -> list[object]:
+        """The held call is committed: one event with its name, held arguments and raw text."""
+        held, self._held = self._held, []
+        self._named = False
+        if len(held) == 1:
+            item = held[0]
+            self._live = item.call
+            return [item]
+        named = next(h for h in held if h.name is not None)
+        self._live = named.call
+        return [
+            ToolDelta(
+                call=named.call,
+                channel=held[0].channel,
+                name=named.name,
+                id=named.id or next((h.id for h in held if h.id), None),
+                args="".join(h.args for h in held),
+                raw="".join(h.raw for h in held),
+                end=any(h.end for h in held),
+            )
+        ]
 
     def _surface(self) -> list[object]:
         held, self._held = self._held, []
+        named, self._named = self._named, False
+        if named:  # a named call never goes on (an unnamed one may: a driver surfaces text before its name)
+            self._dead = held[0].call
         raw = "".join(h.raw for h in held)
         if self.diagnostics is not None:
-            self.diagnostics.append(("tool_block_malformed", {"reason": "no function name", "chars": len(raw)}))
+            reason = "the arguments never began" if named else "no function name"
+            self.diagnostics.append(("tool_block_malformed", {"reason": reason, "chars": len(raw)}))
         return [ChannelText(held[0].channel, raw)] if raw else []
 
     def finish(self) -> list[object]:
-        """The input ended: surface an unnamed call's raw text."""
+        """The input ended: surface an uncommitted call's raw text."""
         if self._finished:
             raise StateError("IdentityFirstBuffer.finish() called twice")
         self._finished = True

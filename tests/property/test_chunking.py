@@ -180,16 +180,17 @@ _G = ("function", "g", "{}")
 @pytest.mark.parametrize(
     ("chunks", "kwargs", "want"),
     [
-        # Text after the name of a call that then turns malformed (found by test_generated_any_chunking).
+        # A call named, then malformed before its arguments began (found by test_generated_any_chunking):
+        # it is no call, and the whole block is content.
         (
             ['<tool_call>{"name": "f", ', '"arguments": [1]}</tool_call>'],
             {"tool_parser": "hermes"},
-            (', "arguments": [1]}</tool_call>', None, (_F,)),
+            ('<tool_call>{"name": "f", "arguments": [1]}</tool_call>', None, ()),
         ),
         (
             ['<tool_call>{"name": "f"', ', "arguments": ', "[1]}</tool_call>"],
             {"tool_parser": "hermes"},
-            (', "arguments": [1]}</tool_call>', None, (_F,)),
+            ('<tool_call>{"name": "f", "arguments": [1]}</tool_call>', None, ()),
         ),
         # A chunk ending in a partial <|python_tag|> at the channel start (same).
         (["<", '|python_tag|>{"name": "f"} {"name": "g"}'], {"tool_parser": "llama3_json"}, (None, None, (_F, _G))),

@@ -183,6 +183,8 @@ def call_text(draw: st.DrawFn, cfg: Config, index: int, *, close: bool) -> tuple
     """One call of the dialect: (name, its text, the expected arguments, the id)."""
     name = draw(_names(cfg))
     form = draw(st.sampled_from(("object", "object", "object", "empty", "none")))
+    if not close and form == "none":
+        form = "empty"  # a bare call with neither arguments nor its end marker never began: it is no call
     obj = draw(ARGS) if form == "object" else "{" + draw(WS) + "}" if form == "empty" else ""
     args = obj or "{}"
     end = DS_CALL_END if cfg.dialect != "kimi_k2" else K_CALL_END

@@ -97,11 +97,13 @@ def test_v31_several_calls_text_around() -> None:
 
 
 def test_v31_no_argument_call() -> None:
-    """An empty body, ``{}``, or a missing closer at the end give ``{}``."""
-    for text in ("<function=ping></function>", "<function=ping>{}</function>", "<function=ping>"):
+    """An empty body or ``{}`` give ``{}``; a header the output ends after is no call (its arguments never began)."""
+    for text in ("<function=ping></function>", "<function=ping>{}</function>"):
         m = any_mode(text)
         assert calls(m) == [("ping", {})], text
         assert not m.content
+    m = any_mode("<function=ping>")
+    assert calls(m) == [] and m.content == "<function=ping>"
 
 
 def test_v31_missing_closer_before_next_call() -> None:

@@ -295,10 +295,10 @@ MALFORMED = [
         calls=[("get_weather", '{"a": 1}')],
     ),
     Case(
-        "a body that is not an object gives {} and is content",
+        "a body that is not an object is no call, and is content",
         CALL_WEATHER + "get the weather<|call|>after",
-        content="get the weatherafter",
-        calls=[("get_weather", "{}")],
+        content=CALL_WEATHER + "get the weather<|call|>after",
+        calls=[],
     ),
     Case(
         "text after the arguments object is content",

@@ -204,23 +204,30 @@ class Unused:
     label: str
     text: str
     surfaced: str  # must appear in the content
+    committed: bool  # the arguments began: the call is completed; else it is no call and all of it is text
 
 
 UNUSED = [
-    Unused("string arguments not holding an object", '<tool_call>{"name": "f", "arguments": "not an object"}</tool_call>', '"not an object"'),
-    Unused("number arguments", '<tool_call>{"name": "f", "arguments": 5}</tool_call>', "5}"),
-    Unused("arguments key cut short at the end", '<tool_call>{"name": "f", "argu', '"argu'),
-    Unused("other field cut short at the end", '<tool_call>{"name": "f", "extra": "abc', '"abc'),
-    Unused("garbage after the arguments", '<tool_call>{"name": "f", "arguments": {"a": 1} 12}</tool_call>', "12}"),
+    Unused("string arguments not holding an object", '<tool_call>{"name": "f", "arguments": "not an object"}</tool_call>',
+           '"not an object"', False),
+    Unused("number arguments", '<tool_call>{"name": "f", "arguments": 5}</tool_call>', "5}", False),
+    Unused("arguments key cut short at the end", '<tool_call>{"name": "f", "argu', '"argu', False),
+    Unused("other field cut short at the end", '<tool_call>{"name": "f", "extra": "abc', '"abc', False),
+    Unused("garbage after the arguments", '<tool_call>{"name": "f", "arguments": {"a": 1} 12}</tool_call>', "12}", True),
 ]
 
 
 @pytest.mark.parametrize("case", UNUSED, ids=[c.label for c in UNUSED])
 def test_text_a_named_call_cannot_use_is_surfaced(case: Unused) -> None:
-    """Text of a named block that the call cannot use is surfaced as content on every chunking, never lost."""
+    """Text of a named block that the call cannot use is surfaced as content on every chunking, never lost.
+
+    A call whose arguments never began is no call: the whole block is content.
+    """
     m = check_chunkings(case.text, tool_parser="hermes")
-    assert [c.function.name for c in m.tool_calls] == ["f"]
+    assert [c.function.name for c in m.tool_calls] == (["f"] if case.committed else [])
     assert m.content is not None and case.surfaced in m.content
+    if not case.committed:
+        assert m.content == case.text
 
 
 @pytest.mark.parametrize(

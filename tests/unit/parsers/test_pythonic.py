@@ -139,27 +139,36 @@ class Broken:
 
 
 BROKEN = [
-    Broken("positional argument", "[f(1)]", [("f", "{}")], "1)]"),
+    Broken("positional argument", "[f(1)]", [], "[f(1)]"),
     Broken("positional after keyword", "[f(a=1, 2)]", [("f", '{"a": 1}')], ", 2)]"),
     Broken("a name is not a literal", "[f(a=1, b=foo)]", [("f", '{"a": 1}')], ", b=foo)]"),
-    Broken("a call is not a literal", "[f(a=open('x'))]", [("f", "{}")], "a=open('x'))]"),
-    Broken("a set is not JSON", "[f(a={1, 2})]", [("f", "{}")], "a={1, 2})]"),
-    Broken("mismatched bracket", "[f(a=[1)]", [("f", "{}")], "a=[1)]"),
+    Broken("a call is not a literal", "[f(a=open('x'))]", [], "[f(a=open('x'))]"),
+    Broken(
+        "no call for what is not a call",
+        '[get_weather(city=__import__("os").system("id"))]',
+        [],
+        '[get_weather(city=__import__("os").system("id"))]',
+    ),
+    Broken("a set is not JSON", "[f(a={1, 2})]", [], "[f(a={1, 2})]"),
+    Broken("mismatched bracket", "[f(a=[1)]", [], "[f(a=[1)]"),
     Broken("junk between calls", "[f() g()]", [("f", "{}")], " g()]"),
-    Broken("keyword without '='", "[f(a b)]", [("f", "{}")], "a b)]"),
+    Broken("keyword without '='", "[f(a b)]", [], "[f(a b)]"),
     Broken("junk after a call", "[f(), 5]", [("f", "{}")], ", 5]"),
     Broken("cut inside a string", "[f(a=1, b='unfinished", [("f", '{"a": 1}')], ", b='unfinished"),
     Broken("cut inside a list value", "[f(a=1, b=[2, 3", [("f", '{"a": 1}')], ", b=[2, 3"),
     Broken("cut after a complete list value", "[f(a=1, b=[2, 3]", [("f", '{"a": 1, "b": [2, 3]}')], None),
     Broken("cut after a scalar", "[f(a=1, b=2", [("f", '{"a": 1, "b": 2}')], None),
-    Broken("cut after the parenthesis", "[f(", [("f", "{}")], None),
+    Broken("cut after the parenthesis", "[f(", [], "[f("),
     Broken("cut before the parenthesis", "[f", [], "[f"),
 ]
 
 
 @pytest.mark.parametrize("case", BROKEN, ids=[c.label for c in BROKEN])
 def test_malformed_or_cut_call_is_completed_and_the_rest_surfaced(case: Broken) -> None:
-    """A named call is completed with the arguments read so far; text it cannot use is content, never lost."""
+    """A committed call is completed with the arguments read so far; text it cannot use is content, never lost.
+
+    A call whose payload never began (no literal after its name) is no call: it is content, whole.
+    """
     m = check_chunkings(case.text, tool_parser="pythonic")
     assert [(c.function.name, c.function.arguments) for c in m.tool_calls] == case.calls
     assert m.content == case.content

@@ -198,14 +198,14 @@ HEADS = {
 
 @pytest.mark.parametrize("dialect", list(HEADS))
 def test_name_first_then_arguments_stream(dialect: str) -> None:
-    """The name is emitted when the header ends, and argument text as soon as it is safe, before the call ends."""
+    """The name is emitted with the first argument text (the call is committed), then text as soon as it is safe."""
     p = ResponseParser(dialect)
 
     def frags(chunk: str) -> list[tuple[str | None, str | None]]:
         return [(tc.function.name, tc.function.arguments) for d in p.feed(chunk) for tc in d.tool_calls]
 
-    assert frags(HEADS[dialect]) == [("f", None)]
-    assert frags('{"city": "Par') == [(None, '{"city": "Par')]
+    assert frags(HEADS[dialect]) == []  # the header alone does not commit the call
+    assert frags('{"city": "Par') == [("f", '{"city": "Par')]
     assert frags('is", "n": 12') == [(None, 'is"')]  # the number may go on
     assert frags("}") == [(None, ', "n": 12}')]
 
@@ -386,10 +386,14 @@ def test_object_cut_by_a_marker_is_closed(dialect: str) -> None:
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_arguments_that_are_not_an_object(dialect: str) -> None:
-    """A value that is not an object gives the call ``{}`` and surfaces the value."""
+    """A value that is not an object never began the call's arguments: no call, its text is content; the next parses."""
     m = check_chunkings(BLOCKS[dialect](("f", "[1, 2]"), ("g", "{}")), tool_parser=dialect)
-    assert calls_of(m) == [("f", "{}"), ("g", "{}")]
-    assert m.content is not None and "[1, 2]" in m.content
+    assert calls_of(m) == [("g", "{}")]
+    end = {"deepseek_v3": "\n```" + DS_CALL_END, "deepseek_v31": DS_CALL_END, "kimi_k2": K_CALL_END}[dialect]
+    # Everything the model wrote up to the second call is content: the header with the name, the value, its close.
+    assert m.content is not None and m.content.endswith("[1, 2]" + end)
+    header = {"deepseek_v3": f"{DS_SEP}f\n", "deepseek_v31": f"f{DS_SEP}", "kimi_k2": "functions.f:0"}[dialect]
+    assert header in m.content
 
 
 @dataclass(frozen=True)
@@ -411,7 +415,7 @@ CUTS = [
     Cut("v3 name without its newline", "deepseek_v3", f"{DS_CALLS_BEGIN}{DS_CALL_BEGIN}function{DS_SEP}get_wea", [],
         f"{DS_CALLS_BEGIN}{DS_CALL_BEGIN}function{DS_SEP}get_wea"),
     Cut("v3 after the fence opener", "deepseek_v3", f"{DS_CALLS_BEGIN}{DS_CALL_BEGIN}function{DS_SEP}f\n```json\n",
-        [("f", "{}")], None),
+        [], f"{DS_CALLS_BEGIN}{DS_CALL_BEGIN}function{DS_SEP}f\n```json\n"),
     Cut("v3 before the section close", "deepseek_v3", DS_CALLS_BEGIN + v3_call("f") + "\n", [("f", '{"a": 1}')], None),
     Cut("v31 partial literal", "deepseek_v31", f'{DS_CALLS_BEGIN}{DS_CALL_BEGIN}f{DS_SEP}{{"a": tr',
         [("f", "{}")], '"a": tr'),
@@ -476,11 +480,14 @@ def test_empty_v3_name_is_skipped_to_the_next_call() -> None:
 
 
 def test_unusable_text_up_to_the_next_call_is_surfaced() -> None:
-    """Without a call close, unusable text is surfaced up to the next call, which parses."""
+    """Without a call close, unusable text is surfaced up to the next call, which parses.
+
+    The first call's arguments never began (``[1]`` is not an object): it is no call, all of its text is content.
+    """
     block = DS_CALLS_BEGIN + f"{DS_CALL_BEGIN}f{DS_SEP}[1]" + v31_call("g") + DS_CALLS_END
     m = check_chunkings(block, tool_parser="deepseek_v31")
-    assert calls_of(m) == [("f", "{}"), ("g", '{"a": 1}')]
-    assert m.content == "[1]"
+    assert calls_of(m) == [("g", '{"a": 1}')]
+    assert m.content == f"{DS_CALLS_BEGIN}{DS_CALL_BEGIN}f{DS_SEP}[1]"
 
 
 def test_bare_kimi_calls_then_a_stray_section_close() -> None:

@@ -258,14 +258,15 @@ def test_minimax_m3_unknown_name_is_filtered() -> None:
         (f'{M}<invoke name="get_weather">{M}<city>Par', [("get_weather", {"city": "Par"})], ""),
         (f'{M}<invoke name="get_weather">{M}<days>3', [("get_weather", {"days": 3})], ""),
         (f'{M}<invoke name="get_weather">{M}<days>3{M}</days>{M}<opts>{M}<n>1.', [("get_weather", {"days": 3, "opts": {}})], "1."),
-        (f'{M}<invoke name="get_weather">junk{M}</invoke>', [("get_weather", {})], "junk"),
+        # junk before any element: the arguments never began, so no call; all of it is content
+        (f'{M}<invoke name="get_weather">junk{M}</invoke>', [], '<invoke name="get_weather">junk'),
         (f'{M}<invoke name="get_weather"{M}</invoke>', [], "invoke"),
         ("prose", [], "prose"),
     ],
     ids=["cut-string", "cut-integer", "cut-number-in-object", "junk-in-body", "broken-header", "no-invoke"],
 )
 def test_minimax_m3_malformed_and_cut_payloads(tail: str, want: list[tuple[str, Any]], surfaced: str) -> None:
-    """A cut or malformed block completes a named call and surfaces what it cannot use; nothing is lost."""
+    """A cut or malformed block completes a committed call and surfaces what it cannot use; nothing is lost."""
     m = m3(f"</mm:think>{M}<tool_call>\n{tail}")
     assert calls(m) == want
     assert surfaced in (m.content or "")

@@ -27,13 +27,51 @@ def test_text_passes_through() -> None:
     assert IdentityFirstBuffer().feed(ChannelText(C, "hi")) == [ChannelText(C, "hi")]
 
 
-def test_named_first_event_passes_through() -> None:
-    """A call whose first event carries the name is not held at all."""
+def test_named_first_event_is_held_until_the_arguments_begin() -> None:
+    """A named call is held until its payload begins; then it passes through, its first event naming it."""
     buf = IdentityFirstBuffer()
     first = ToolDelta(call=0, channel=C, name="f", raw="<tool_call>")
-    assert buf.feed(first) == [first]
+    assert buf.feed(first) == []
     frag = ToolDelta(call=0, channel=C, args='{"a"', raw='{"a"')
-    assert buf.feed(frag) == [frag]
+    assert buf.feed(frag) == [ToolDelta(call=0, channel=C, name="f", args='{"a"', raw='<tool_call>{"a"')]
+    more = ToolDelta(call=0, channel=C, args=": 1}", raw=": 1}")
+    assert buf.feed(more) == [more]
+
+
+def test_arguments_written_with_the_name_do_not_commit() -> None:
+    """Argument text a driver writes together with the name (a synthetic opener) does not commit the call."""
+    buf = IdentityFirstBuffer()
+    assert buf.feed(ToolDelta(call=0, channel=C, name="f", args="{", raw="call:f{")) == []
+    assert buf.feed(ToolDelta(call=0, channel=C, raw="junk", abort=True)) == [ChannelText(C, "call:f{junk")]
+
+
+def test_a_call_ended_at_its_name_is_committed() -> None:
+    """A call that ends with its name event (an object closed without arguments) is released at once."""
+    buf = IdentityFirstBuffer()
+    named = ToolDelta(call=0, channel=C, name="f", args="{}", raw='{"name": "f"}', end=True)
+    assert buf.feed(named) == [named]
+
+
+def test_named_call_whose_arguments_never_began_is_surfaced_whole() -> None:
+    """An abort (with or without a closer) or the end of input before the payload: no call, all raw text."""
+    buf = IdentityFirstBuffer()
+    buf.diagnostics = []
+    buf.feed(ToolDelta(call=0, channel=R, name="get_weather", raw="[get_weather("))
+    closing = ToolDelta(call=0, channel=R, args="{}", end=True, raw="city=__import__", abort=True)
+    assert buf.feed(closing) == [ChannelText(R, "[get_weather(city=__import__")]
+    assert buf.diagnostics == [("tool_block_malformed", {"reason": "the arguments never began", "chars": 28})]
+    buf = IdentityFirstBuffer()
+    buf.feed(ToolDelta(call=0, channel=C, name="f", raw="<tool_call>f"))
+    assert buf.finish() == [ChannelText(C, "<tool_call>f")]
+
+
+def test_events_of_a_surfaced_call_stay_text_in_order() -> None:
+    """After a call was surfaced, its later events are text at once (never held behind later text)."""
+    buf = IdentityFirstBuffer()
+    buf.feed(ToolDelta(call=0, channel=C, name="f", raw="f("))
+    assert buf.feed(ToolDelta(call=0, channel=C, raw="1", abort=True)) == [ChannelText(C, "f(1")]
+    assert buf.feed(ToolDelta(call=0, channel=C, raw=")", end=True)) == [ChannelText(C, ")")]
+    assert buf.feed(ChannelText(C, " ok")) == [ChannelText(C, " ok")]
 
 
 def test_arguments_before_the_name_are_held_and_released_in_order() -> None:
@@ -59,8 +97,9 @@ def test_model_written_id_is_kept_from_held_events() -> None:
     """An id seen on a held event is carried by the released named event."""
     buf = IdentityFirstBuffer()
     buf.feed(ToolDelta(call=0, channel=C, id="abc", raw="x"))
-    (released,) = buf.feed(ToolDelta(call=0, channel=C, name="f", raw="y"))
-    assert isinstance(released, ToolDelta) and released.id == "abc"
+    assert buf.feed(ToolDelta(call=0, channel=C, name="f", raw="y")) == []
+    (released,) = buf.feed(ToolDelta(call=0, channel=C, args="{", raw="{"))
+    assert isinstance(released, ToolDelta) and released.id == "abc" and released.name == "f"
 
 
 def test_unnamed_call_that_ends_is_surfaced_as_text() -> None:
@@ -86,11 +125,15 @@ def test_unnamed_call_that_aborts_is_surfaced_as_text() -> None:
     assert out == [ChannelText(C, "<tool_call>oops")]
 
 
-def test_abort_of_a_named_call_surfaces_its_raw_text() -> None:
-    """An abort event of a live named call becomes text of its channel."""
+def test_abort_of_a_committed_call_closes_it_and_surfaces_its_raw_text() -> None:
+    """An abort event of a committed call: its closer ends the arguments, its raw text becomes text."""
     buf = IdentityFirstBuffer()
     buf.feed(ToolDelta(call=0, channel=C, name="f", raw="<tool_call>"))
-    assert buf.feed(ToolDelta(call=0, channel=C, raw="junk", abort=True)) == [ChannelText(C, "junk")]
+    buf.feed(ToolDelta(call=0, channel=C, args='{"a": 1', raw='{"a": 1'))
+    assert buf.feed(ToolDelta(call=0, channel=C, args="}", end=True, raw="junk", abort=True)) == [
+        ToolDelta(call=0, channel=C, args="}", end=True),
+        ChannelText(C, "junk"),
+    ]
     assert buf.feed(ToolDelta(call=0, channel=C, raw="", abort=True)) == []
 
 
