@@ -262,6 +262,7 @@ class Pipeline:
         id_factory: Callable[[], str] = new_call_id,
         model: str | None = None,
         reasoning_starts_open: bool | None = None,
+        tool_calls_in_reasoning: str = "trailing",
         **options: Any,
     ) -> Pipeline:
         """The default chain for a dialect.
@@ -278,6 +279,7 @@ class Pipeline:
             id_factory: makes call ids.
             model: a model name whose preset gives the parsers not passed explicitly.
             reasoning_starts_open: see :class:`~deltaflow.ResponseParser`.
+            tool_calls_in_reasoning: see :class:`~deltaflow.ResponseParser`.
             **options: ``buffer_size``, ``prefetch``, ``max_batch``.
 
         Raises:
@@ -297,6 +299,7 @@ class Pipeline:
             detokenize=True,
             model=model,
             reasoning_starts_open=reasoning_starts_open,
+            tool_calls_in_reasoning=tool_calls_in_reasoning,
         )
         context = {"tool_parser": tool_parser, "reasoning_parser": reasoning_parser, "model": model}
         return cls(factories, log_context=context, **options)
@@ -562,6 +565,7 @@ async def stream(
     pipeline: Pipeline | None = None,
     model: str | None = None,
     reasoning_starts_open: bool | None = None,
+    tool_calls_in_reasoning: str = "trailing",
     **options: Any,
 ) -> AsyncIterator[DeltaStream]:
     """Parse an engine's async output into a stream of deltas.
@@ -585,6 +589,7 @@ async def stream(
         pipeline: a custom :class:`Pipeline` (the dialect arguments are then ignored).
         model: a model name whose preset gives the parsers not passed explicitly.
         reasoning_starts_open: see :class:`~deltaflow.ResponseParser`.
+        tool_calls_in_reasoning: see :class:`~deltaflow.ResponseParser`.
         **options: ``buffer_size``, ``prefetch``, ``max_batch`` for the default pipeline.
 
     Raises:
@@ -600,6 +605,7 @@ async def stream(
             chunking=chunking,
             model=model,
             reasoning_starts_open=reasoning_starts_open,
+            tool_calls_in_reasoning=tool_calls_in_reasoning,
             **options,
         )
     async with pipeline.open(source) as deltas:

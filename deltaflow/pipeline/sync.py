@@ -26,7 +26,7 @@ from ..stages.identity import IdentityFirstBuffer
 from ..stages.name_filter import NameFilter, new_call_id
 from ..stages.reasoning import ReasoningSplitter
 from ..stages.router import router_factory
-from ..stages.tool_feeder import ToolBlockFeeder
+from ..stages.tool_feeder import TOOL_CALLS_IN_REASONING, ToolBlockFeeder
 from ..tools import normalize_tools
 from .chain import SyncChain
 
@@ -47,6 +47,7 @@ def default_stage_factories(
     detokenize: bool = False,
     model: str | None = None,
     reasoning_starts_open: bool | None = None,
+    tool_calls_in_reasoning: str = "trailing",
 ) -> list[tuple[str, Callable[[], Stage]]]:
     """The default ``(name, factory)`` pairs for a dialect; each factory builds a fresh stage.
 
@@ -64,6 +65,11 @@ def default_stage_factories(
     """
     if chunking not in _CHUNKINGS:
         raise ValueError(f"chunking must be 'any' or 'tokens', got {chunking!r}")
+    if tool_calls_in_reasoning not in TOOL_CALLS_IN_REASONING:
+        raise ValueError(
+            f"tool_calls_in_reasoning must be one of {', '.join(map(repr, TOOL_CALLS_IN_REASONING))}, "
+            f"got {tool_calls_in_reasoning!r}"
+        )
     if enable_thinking is not None and not isinstance(enable_thinking, bool):
         raise TypeError(f"enable_thinking must be a bool or None, got {type(enable_thinking).__name__}")
     if reasoning_starts_open is not None and not isinstance(reasoning_starts_open, bool):
@@ -100,7 +106,10 @@ def default_stage_factories(
         ("reasoning", lambda: ReasoningSplitter(rspec, enabled=thinking, starts_open=starts_open, chunking=chunking))
     )
     if dialect is not None:
-        out.append(("tools", lambda: ToolBlockFeeder(dialect, tools=by_name, chunking=chunking)))
+        in_reasoning = tool_calls_in_reasoning
+        out.append(
+            ("tools", lambda: ToolBlockFeeder(dialect, tools=by_name, chunking=chunking, in_reasoning=in_reasoning))
+        )
         out.append(("identity", IdentityFirstBuffer))
         out.append(("name_filter", lambda: NameFilter(allowed, id_factory)))
     out.append(("framer", DeltaFramer))
@@ -134,6 +143,14 @@ class ResponseParser:
             False: reasoning starts only at a ``<think>`` the model writes, so
             output without one is content. None: the dialect's default
             (``deltaflow parsers`` shows it; ``qwen3`` starts open).
+        tool_calls_in_reasoning: what a tool block inside reasoning is:
+            ``"trailing"`` (default) a call only when the output ends after it
+            (blanks and further blocks only), else reasoning text; held until
+            that is known, at most 4,096 characters. ``"always"``: a call at
+            once, streamed, the reasoning resuming after it (reasoning ->
+            tool call -> reasoning); a call to a tool not offered is
+            reasoning text. ``"never"``: reasoning text, as vLLM and SGLang
+            read it. See CONFORMANCE.md, "Tool blocks and reasoning".
         chunking: ``"any"`` (default) holds every proper prefix of a marker
             at a chunk end, so text may be re-chunked anywhere;
             ``"tokens"`` holds only the prefixes the dialect's real
@@ -161,6 +178,7 @@ class ResponseParser:
         id_factory: Callable[[], str] = new_call_id,
         model: str | None = None,
         reasoning_starts_open: bool | None = None,
+        tool_calls_in_reasoning: str = "trailing",
     ) -> None:
         stages = default_stages(
             tool_parser,
@@ -171,6 +189,7 @@ class ResponseParser:
             id_factory=id_factory,
             model=model,
             reasoning_starts_open=reasoning_starts_open,
+            tool_calls_in_reasoning=tool_calls_in_reasoning,
         )
         framer = stages[-1]
         assert isinstance(framer, DeltaFramer)
@@ -266,6 +285,7 @@ def parse_complete(
     id_factory: Callable[[], str] = new_call_id,
     model: str | None = None,
     reasoning_starts_open: bool | None = None,
+    tool_calls_in_reasoning: str = "trailing",
 ) -> ChatMessage:
     """Parse a complete model output.
 
@@ -281,6 +301,7 @@ def parse_complete(
         id_factory: see :class:`ResponseParser`.
         model: see :class:`ResponseParser`.
         reasoning_starts_open: see :class:`ResponseParser`.
+        tool_calls_in_reasoning: see :class:`ResponseParser`.
 
     Returns:
         The message: ``content``, ``reasoning_content`` (pieces joined; None
@@ -294,5 +315,6 @@ def parse_complete(
         id_factory=id_factory,
         model=model,
         reasoning_starts_open=reasoning_starts_open,
+        tool_calls_in_reasoning=tool_calls_in_reasoning,
     )
     return accumulate(parser.feed(text, final=True))

@@ -11,7 +11,14 @@ Rules:
 * An opener starts a block in the content and in the reasoning channel; the
   block's events carry the channel it was opened from, and text after the
   block continues in the channel the splitter says.
-* A block opened inside reasoning is tentative. It is a call when the output
+* What a block opened inside reasoning is depends on ``in_reasoning``
+  (:data:`TOOL_CALLS_IN_REASONING`): ``"never"`` leaves reasoning alone (a
+  block there is reasoning text, as vLLM and SGLang read it); ``"always"``
+  makes a block there a call at once, streamed as soon as it is stable, the
+  reasoning going on after it (LMDeploy's design: reasoning -> tool call ->
+  reasoning, in the model's order); ``"trailing"`` (the default) is the rule
+  that follows.
+* With ``"trailing"``, a block opened inside reasoning is tentative. It is a call when the output
   ends after it with nothing but blanks and further blocks (a model that
   calls a tool before closing its thinking stops there to wait for the
   result). When more text follows instead (reasoning, the end of reasoning,
@@ -45,7 +52,10 @@ from ..tools import ToolSpec
 from .._core.text import skip_json_ws, trailing_run
 from ..parsers.base import BLANK_RUN_MAX
 
-__all__ = ("THOUGHT_GROUP_MAX", "ToolBlockFeeder")
+__all__ = ("THOUGHT_GROUP_MAX", "TOOL_CALLS_IN_REASONING", "ToolBlockFeeder")
+
+TOOL_CALLS_IN_REASONING = ("trailing", "always", "never")
+"""The policies for tool blocks inside reasoning (see the module docstring); the first is the default."""
 
 THOUGHT_GROUP_MAX = 4096
 """Characters of tentative blocks inside reasoning held before they are taken as calls."""
@@ -67,13 +77,19 @@ class ToolBlockFeeder:
         dialect: the tool dialect.
         tools: the offered tools by name (for parsers that convert by schema).
         chunking: ``"any"`` or ``"tokens"``.
+        in_reasoning: what a block inside reasoning is, one of
+            :data:`TOOL_CALLS_IN_REASONING` (``"trailing"``, ``"always"``,
+            ``"never"``; see the module docstring).
+
+    Raises:
+        ValueError: an unknown ``in_reasoning``.
     """
 
     __slots__ = (
         "_dialect", "_tools", "_opener", "_passthrough", "_open_re", "_hb", "_start_openers", "_started", "_parser",
         "_buf", "_buf_channel", "_after_block", "_block_channel", "_calls", "_finished",
         "_pending", "_pending_raw", "_pending_calls", "_pending_size", "_framing", "_lead_blanks",
-        "_restart", "_long_blank",
+        "_restart", "_long_blank", "_tentative", "_reasoning_is_text",
     )
 
     name = "tools"
@@ -84,7 +100,15 @@ class ToolBlockFeeder:
         *,
         tools: Mapping[str, ToolSpec] | None = None,
         chunking: str = "any",
+        in_reasoning: str = "trailing",
     ) -> None:
+        if in_reasoning not in TOOL_CALLS_IN_REASONING:
+            raise ValueError(
+                f"tool_calls_in_reasoning must be one of {', '.join(map(repr, TOOL_CALLS_IN_REASONING))}, "
+                f"got {in_reasoning!r}"
+            )
+        self._tentative = in_reasoning == "trailing"  # blocks inside reasoning wait for the output's end
+        self._reasoning_is_text = in_reasoning == "never"  # no block opens inside reasoning
         self._dialect = dialect
         self._tools = tools
         request_openers = dialect.openers_for(tools) if dialect.openers_for is not None else ()
@@ -154,6 +178,10 @@ class ToolBlockFeeder:
                 self._buf = ""
         if self._pending is not None and self._parser is None and ch is not Channel.REASONING:
             self._settle(out, real=False)  # reasoning ended after tentative blocks: they were thought
+        if self._reasoning_is_text and ch is Channel.REASONING and self._parser is None:
+            if text:
+                out.append(ChannelText(ch, text))  # "never": reasoning is passed on as it is
+            return out
         self._process(text, ch, out, False)
         return out
 
@@ -211,7 +239,7 @@ class ToolBlockFeeder:
     def _start(self, ch: Channel) -> None:
         self._block_channel = ch
         self._long_blank = None
-        if ch is Channel.REASONING and self._pending is None:
+        if ch is Channel.REASONING and self._pending is None and self._tentative:
             self._pending = []
             self._pending_calls = self._calls
         self._parser = self._dialect.factory(

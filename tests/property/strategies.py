@@ -23,6 +23,8 @@ channel. The envelope is ``{"name": ..., ARGS_FIELD: {...}}`` in any key order.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -182,6 +184,7 @@ class Config:
     reasoning_parser: str | None
     enable_thinking: bool | None
     tools: tuple[str, ...] | None
+    in_reasoning: str = "trailing"  # tool_calls_in_reasoning
 
     @property
     def reasoning_active(self) -> bool:
@@ -203,6 +206,7 @@ class Config:
             "reasoning_parser": self.reasoning_parser,
             "tools": tool_defs(self.tools),
             "enable_thinking": self.enable_thinking,
+            "tool_calls_in_reasoning": self.in_reasoning,
         }
 
 
@@ -525,9 +529,17 @@ def generated_outputs(
     *,
     mutations: bool = True,
     offered_only: bool = False,
+    in_reasoning: str = "trailing",
 ) -> Generated:
-    """An output of the drawn configuration's dialects, possibly mutated."""
+    """An output of the drawn configuration's dialects, possibly mutated.
+
+    ``in_reasoning`` is the ``tool_calls_in_reasoning`` policy the expected result follows: ``"trailing"``
+    (blocks inside reasoning that the model went on after are reasoning text), ``"always"`` (they are calls),
+    ``"never"`` (every block inside reasoning is reasoning text).
+    """
     cfg = draw(config_strategy if config_strategy is not None else configs())
+    if in_reasoning != cfg.in_reasoning:
+        cfg = dataclasses.replace(cfg, in_reasoning=in_reasoning)
     mutation = draw(st.sampled_from((None,) * 6 + MUTATIONS)) if mutations else None
     broken = mutation if mutation in ("dup_field", "bad_args") else None
     nblocks = draw(st.integers(0, 3)) if cfg.tool_parser is not None else 0
@@ -558,7 +570,11 @@ def generated_outputs(
     else:
         pieces += draw(_segment(cfg, _State(CONTENT), nblocks, in_reasoning=False, offered_only=offered_only,
                                 broken=broken))
-    pieces = settle_thought_blocks(pieces, lambda t: Piece("text", REASONING, t))
+    if in_reasoning == "trailing":
+        pieces = settle_thought_blocks(pieces, lambda t: Piece("text", REASONING, t))
+    elif in_reasoning == "never":
+        pieces = [Piece("text", REASONING, p.text) if p.kind == "block" and p.channel == REASONING else p
+                  for p in pieces]
     text = "".join(p.text for p in pieces)
     if mutation == "truncate":
         text = text[: draw(st.integers(0, len(text)))]

@@ -124,6 +124,28 @@ def test_generated_well_formed_parses_as_generated(gen: Generated, data: st.Data
     assert message_key(accumulate(deltas)) == got
 
 
+@pytest.mark.parametrize("policy", ["always", "never", "trailing"])
+@settings(max_examples=120)
+@given(data=st.data())
+def test_tool_calls_in_reasoning_policies(policy: str, data: st.DataObject) -> None:
+    """Each ``tool_calls_in_reasoning`` policy, on any chunking: stream == complete, and the policy's calls and text.
+
+    ``always``: a block inside reasoning is a call (reasoning -> call -> reasoning); ``never``: it is reasoning
+    text; ``trailing``: a call only when nothing but blanks and blocks follow it (the default, generated above).
+    """
+    gen = data.draw(generated_outputs(mutations=False, in_reasoning=policy), label="output")
+    chunks = data.draw(chunkings(gen.text), label="chunks")
+    deltas, complete = stream_and_complete(gen, chunks)
+    want = gen.expected()
+    got = message_key(complete)
+    assert got[0] == want.content, "content"
+    assert got[1] == want.reasoning, "reasoning_content"
+    assert [(name, json.loads(args)) for _, name, args in got[2]] == [
+        (name, json.loads(args)) for name, args in want.calls
+    ], "tool calls"
+    assert message_key(accumulate(deltas)) == got
+
+
 @settings(max_examples=150)
 @given(gen=generated_outputs(mutations=False, offered_only=True))
 def test_generated_accounting(gen: Generated) -> None:
