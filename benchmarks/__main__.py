@@ -63,7 +63,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--scale-streams", help="comma list of concurrent stream counts (default 1,100,1000)")
     ap.add_argument("--idle", type=int, help="idle streams to open for memory per idle stream (default 1000; 0 skips)")
     peers = ap.add_mutually_exclusive_group()
-    peers.add_argument("--peers", action="store_true", help="run the peers (default in full mode when their venv exists)")
+    peers.add_argument("--peers", action="store_true",
+                       help="run the peers (default in full mode when their venv exists)")
     peers.add_argument("--no-peers", action="store_true", help="do not run the peers")
     peers.add_argument("--peers-json", help="use a saved peer report instead of running the peers")
     ap.add_argument("--peer-chunks", default="4,16,256", help="chunk sizes for the peers (default 4,16,256)")
@@ -174,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     report: dict[str, Any] = {
         "date": _dt.date.today().isoformat(),
-        "command": "python -m benchmarks " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:])),
+        "command": "python -m benchmarks "
+        + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:])),
         "machine": machine_info(),
         "config": {"quick": a.quick, "modes": cfg.modes, "workloads": cfg.workloads, "chunks": cfg.chunks,
                    "policy": vars(cfg.policy), "mem_k": cfg.mem_k, "backend": cfg.backend, "clock": a.clock},

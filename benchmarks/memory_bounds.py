@@ -59,7 +59,9 @@ def run_case(case: Case, target: int, budget: float) -> tuple[Measure, float, fl
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=float, default=50.0, help="input size per case in MB (default 50)")
-    ap.add_argument("--budget", type=float, default=120.0, help="seconds one run may take before the size stops growing")
+    ap.add_argument(
+        "--budget", type=float, default=120.0, help="seconds one run may take before the size stops growing"
+    )
     ap.add_argument("--only", default="", help="run only cases whose id contains this text")
     args = ap.parse_args(argv)
     target = int(args.mb * MB)
@@ -74,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         ok = within_bound(case, m)
         verdict = "ok" if ok else ("VIOLATION (known)" if case.id in VIOLATIONS else "VIOLATION")
         if m.input_bytes < target - MB:
-            verdict += f"; stopped at {m.input_bytes / MB:.0f} MB (x{ratio:.1f} time per x2 input)" if ratio else "; stopped"
+            verdict += (
+                f"; stopped at {m.input_bytes / MB:.0f} MB (x{ratio:.1f} time per x2 input)" if ratio else "; stopped"
+            )
         bad += not ok
         print(
             f"| {case.id} | {case.kind} | {m.input_bytes / MB:.1f} | {m.peak_bytes / MB:.3f} | "

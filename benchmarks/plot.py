@@ -49,7 +49,7 @@ def plot_w1(report: dict[str, Any], path: Path, ks: tuple[int, ...] = (4, 16)) -
     if not any(series.values()):
         return None
     fig, axes = plt.subplots(1, len(ks), figsize=(6 * len(ks), 4.6), sharey=True)
-    for ax, k in zip(axes if len(ks) > 1 else [axes], ks):
+    for ax, k in zip(axes if len(ks) > 1 else [axes], ks, strict=True):
         for name, pts in series[k].items():
             color, marker, line = _STYLE.get(name, ("black", "x", "-"))
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, linestyle=line, color=color, label=name)

@@ -158,7 +158,8 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     sse = (report.get("scale") or {}).get("sse")
     framing = "pipeline+SSE" if sse else "pipeline"
     thousand = next((b for b in fig["scale"] if b["streams"] == 1000 and b.get("framing") == framing), None)
-    add("1,000 concurrent streams >= 100,000 tokens/s aggregate" + (" with SSE framing" if sse else " (WITHOUT SSE framing)"),
+    add("1,000 concurrent streams >= 100,000 tokens/s aggregate"
+        + (" with SSE framing" if sse else " (WITHOUT SSE framing)"),
         None if thousand is None else thousand["tokens_per_s"] >= 1e5,
         "—" if thousand is None else f"{thousand['tokens_per_s']:,.0f} tokens/s")
     idle = [i for i in fig["idle"] if i["with_deltaflow"]]
@@ -266,7 +267,8 @@ def _scale_lines(scale: dict[str, Any]) -> list[str]:
         + ("pipeline+SSE = the pipeline framed to OpenAI Chat Completions SSE bytes."
            if scale["sse"] else scale["sse_note"] + "."),
         "",
-        "| framing | streams | s per run (clock) | aggregate tokens/s | µs/token | traced peak KB/stream | RSS growth KB/stream | result |",
+        "| framing | streams | s per run (clock) | aggregate tokens/s | µs/token | traced peak KB/stream "
+        "| RSS growth KB/stream | result |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for b in scale["busy"]:
@@ -275,7 +277,8 @@ def _scale_lines(scale: dict[str, Any]) -> list[str]:
             continue
         tp = b.get("traced_peak_per_stream_kb")
         lines.append(
-            f"| {b['framing']} | {b['streams']:,} | {b['median_s']:.3f} | {b['tokens_per_s']:,.0f} | {b['us_per_token']:.1f} | "
+            f"| {b['framing']} | {b['streams']:,} | {b['median_s']:.3f} | {b['tokens_per_s']:,.0f} "
+            f"| {b['us_per_token']:.1f} | "
             f"{'' if tp is None else f'{tp:.1f}'} | {b['rss_growth_per_stream_kb']:.1f} | OK |"
         )
     if scale.get("idle"):
@@ -284,7 +287,9 @@ def _scale_lines(scale: dict[str, Any]) -> list[str]:
             shared = ", one shared `Pipeline`" if i.get("shared_pipeline") else ""
             what = (f"deltaflow.stream, prefetch={i.get('prefetch')}{shared} (pipeline open, source silent)"
                     if i["with_deltaflow"] else "baseline: bare consumer task + silent source")
-            lines.append(f"| {i['streams']:,} | {what} | {i['traced_per_stream_kb']:.1f} | {i['rss_per_stream_kb']:.1f} |")
+            lines.append(
+                f"| {i['streams']:,} | {what} | {i['traced_per_stream_kb']:.1f} | {i['rss_per_stream_kb']:.1f} |"
+            )
     return lines
 
 
@@ -297,7 +302,8 @@ def render(report: dict[str, Any]) -> str:
         "",
         f"Command: `{report['command']}` (deltaflow {m.get('deltaflow_commit')})  ",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['implementation']} {m['python']}, load average at start "
-        f"{m.get('load_avg_at_start')} (at end {m.get('load_avg_at_end')}); anyio backend {report['config']['backend']}.",
+        f"{m.get('load_avg_at_start')} (at end {m.get('load_avg_at_end')}); "
+        f"anyio backend {report['config']['backend']}.",
         "",
         "Clock: " + ("process CPU time (`time.process_time`; the machine is shared, wall time is recorded in the JSON)."
                      if report["config"].get("clock", "cpu") == "cpu" else "wall time (`time.perf_counter`)."),

@@ -36,7 +36,7 @@ def run(n: int) -> tuple[float, int]:
     framers = [ChatCompletionsFramer("bench") for _ in range(n)]
     folds = [Fold() for _ in range(n)]
     encode = SSEEncoder().encode
-    pairs = list(zip(parsers, framers, folds))
+    pairs = list(zip(parsers, framers, folds, strict=True))
     t0 = time.process_time()
     for c in [*chunks, None]:
         for parser, framer, fold in pairs:
@@ -58,7 +58,9 @@ def main() -> None:
     a = ap.parse_args()
     for n in (int(x) for x in a.streams.split(",")):
         elapsed, tokens = run(n)
-        print(f"{n:>5} interleaved responses: {tokens / elapsed:>10,.0f} tokens/s, {elapsed / tokens * 1e6:.2f} µs/token")
+        print(
+            f"{n:>5} interleaved responses: {tokens / elapsed:>10,.0f} tokens/s, {elapsed / tokens * 1e6:.2f} µs/token"
+        )
 
 
 if __name__ == "__main__":

@@ -286,7 +286,9 @@ async def _scale(cfg: ScaleConfig) -> dict[str, Any]:
             row = await _idle(cfg.idle, wl, with_df, prefetch, shared)
             out["idle"].append(row)
             what = (
-                f"deltaflow prefetch={prefetch}{', shared Pipeline' if shared else ''}" if with_df else "bare task+source"
+                f"deltaflow prefetch={prefetch}{', shared Pipeline' if shared else ''}"
+                if with_df
+                else "bare task+source"
             )
             _say(
                 f"  idle  {cfg.idle:>5} streams ({what}): "

@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         tracemalloc.start()
     per = args.streams // args.rounds
     print(f"# Disconnect soak: {per * args.rounds} streams, {args.rounds} rounds, concurrency {args.concurrency}\n")
-    print("| round | streams | modes | iterators started / closed | server tasks before / after | traced MB before / after | RSS MB before / after | s |")
+    print("| round | streams | modes | iterators started / closed | server tasks before / after "
+          "| traced MB before / after | RSS MB before / after | s |")
     print("|---:|---:|---|---:|---:|---:|---:|---:|")
     first = None
     last = None
@@ -61,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
             modes = ", ".join(f"{m} {n}" for m, n in sorted(r.modes.items()))
             print(
                 f"| {k + 1} | {r.streams} | {modes} | {r.started} / {r.closed} | {r.tasks_before} / {r.tasks_after} | "
-                f"{r.traced_before / MB:.3f} / {r.traced_after / MB:.3f} | {r.rss_before / MB:.1f} / {r.rss_after / MB:.1f} | "
+                f"{r.traced_before / MB:.3f} / {r.traced_after / MB:.3f} "
+                f"| {r.rss_before / MB:.1f} / {r.rss_after / MB:.1f} | "
                 f"{r.seconds:.1f} |",
                 flush=True,
             )

@@ -116,7 +116,9 @@ def _accumulate_check_sync(mode: Mode, wl: Workload, chunks: list[str]) -> str |
 
 def _sync_cells(wl: Workload, k: int, chunks: list[str], modes: list[Mode], cfg: Config) -> list[dict[str, Any]]:
     rows = []
-    floor = _fill(_row(wl, k, "floor-find", len(chunks)), measure(floor_find(chunks), cfg.policy, check_floor(len(chunks))))
+    floor = _fill(
+        _row(wl, k, "floor-find", len(chunks)), measure(floor_find(chunks), cfg.policy, check_floor(len(chunks)))
+    )
     rows.append(floor)
     for mode in modes:
         row = _row(wl, k, mode.name, len(chunks))

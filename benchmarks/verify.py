@@ -32,7 +32,7 @@ def _first_difference(got: Any, want: Any) -> str:
             if got[key] != want[key]:
                 g, w = got[key], want[key]
                 if isinstance(g, str) and isinstance(w, str):
-                    i = next((j for j, (a, b) in enumerate(zip(g, w)) if a != b), min(len(g), len(w)))
+                    i = next((j for j, (a, b) in enumerate(zip(g, w, strict=False)) if a != b), min(len(g), len(w)))
                     return f"{key!r} differs at char {i} (len {len(g)} vs {len(w)}): {_clip(g[i:i + 20])}"
                 return f"{key!r}: {_clip(g)} != {_clip(w)}"
         return f"extra keys {sorted(set(got) - set(want))}"
@@ -45,7 +45,7 @@ def check_parts(
     """Compare a rebuilt result with ``wl``; return None when it matches, else what differs."""
     if len(names) != len(wl.calls):
         return f"{len(names)} calls {names}, expected {len(wl.calls)}"
-    for i, (name, raw, (want_name, want_args)) in enumerate(zip(names, arguments, wl.calls)):
+    for i, (name, raw, (want_name, want_args)) in enumerate(zip(names, arguments, wl.calls, strict=True)):
         if name != want_name:
             return f"call {i}: name {name!r} != {want_name!r}"
         try:

@@ -3,15 +3,18 @@
 The public API is re-exported here; see the README for a tour.
 """
 
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _dist_version
+
 import msgspec as _msgspec
 
 from . import parsers as _parsers  # registers the built-in dialects
 from .errors import DeltaflowError as DeltaflowError
-from .errors import ModelOutputError as ModelOutputError
 from .errors import StageError as StageError
 from .errors import StateError as StateError
 from .errors import ToolSpecError as ToolSpecError
 from .errors import UnknownParserError as UnknownParserError
+from .items import EngineUsage as EngineUsage
 from .items import TokenChunk as TokenChunk
 from .messages import ChatMessage as ChatMessage
 from .messages import DeltaFunctionCall as DeltaFunctionCall
@@ -19,7 +22,6 @@ from .messages import DeltaMessage as DeltaMessage
 from .messages import DeltaToolCall as DeltaToolCall
 from .messages import FunctionCall as FunctionCall
 from .messages import ToolCall as ToolCall
-from .presets import UnknownModelError as UnknownModelError
 from .pipeline.runner import AsyncStage as AsyncStage
 from .pipeline.runner import DeltaStream as DeltaStream
 from .pipeline.runner import Pipeline as Pipeline
@@ -27,15 +29,21 @@ from .pipeline.runner import stream as stream
 from .pipeline.sync import ResponseParser as ResponseParser
 from .pipeline.sync import accumulate as accumulate
 from .pipeline.sync import parse_complete as parse_complete
+from .presets import UnknownModelError as UnknownModelError
 from .request import PreparedRequest as PreparedRequest
 from .request import ToolChoiceError as ToolChoiceError
 from .request import ToolConstraint as ToolConstraint
 from .request import UnsupportedConstraintError as UnsupportedConstraintError
 from .request import prepare_request as prepare_request
+from .signing import ReasoningSigner as ReasoningSigner
 from .tools import ToolSpec as ToolSpec
 from .tools import normalize_tools as normalize_tools
 
-__version__ = "0.1.0"
+# The version is pyproject.toml's, read from the installed distribution's metadata.
+try:
+    __version__: str = _dist_version("deltaflow")
+except _PackageNotFoundError:  # pragma: no cover - running from a tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = (
     "AsyncStage",
@@ -45,10 +53,11 @@ __all__ = (
     "DeltaStream",
     "DeltaToolCall",
     "DeltaflowError",
+    "EngineUsage",
     "FunctionCall",
-    "ModelOutputError",
     "Pipeline",
     "PreparedRequest",
+    "ReasoningSigner",
     "ResponseParser",
     "StageError",
     "StateError",
@@ -79,4 +88,4 @@ for _name in __all__:
             _obj.__module__ = "deltaflow"
         except (AttributeError, TypeError):  # pragma: no cover - builtins
             pass
-del _name, _obj, _parsers, _msgspec
+del _name, _obj, _parsers, _msgspec, _dist_version, _PackageNotFoundError

@@ -4,7 +4,8 @@ Commands:
     deltaflow demo [options]             stream a bundled transcript live through the full pipeline
     deltaflow serve [options]            the OpenAI / Anthropic compatible server (replay engine);
                                          --api-key (or $DELTAFLOW_API_KEY), --max-body-bytes,
-                                         --max-concurrent-streams, --idle-timeout
+                                         --max-concurrent-streams, --idle-timeout,
+                                         --signing-key (or $DELTAFLOW_SIGNING_KEY)
     deltaflow parse [FILE|-] [options]   parse a model output (the bundled sample when FILE is omitted)
     deltaflow parsers                    list the registered tool and reasoning parsers
 
@@ -33,6 +34,7 @@ from .presets import resolve_model
 __all__ = ("main",)
 
 API_KEY_ENV = "DELTAFLOW_API_KEY"
+SIGNING_KEY_ENV = "DELTAFLOW_SIGNING_KEY"
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024  # the same defaults as deltaflow.server.create_app
 DEFAULT_MAX_STREAMS = 256
 _SAMPLE = "sample_qwen3.txt"
@@ -137,7 +139,9 @@ def _build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "serve",
         help="run the OpenAI / Anthropic compatible server",
-        description="Serve /v1/chat/completions, /v1/responses, /v1/messages, /v1/models and /v1/ws over a replay engine.",
+        description=(
+            "Serve /v1/chat/completions, /v1/responses, /v1/messages, /v1/models and /v1/ws over a replay engine."
+        ),
     )
     s.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
     s.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
@@ -174,6 +178,15 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="end a stream with an error event when the engine produces nothing for this long (default: none)",
     )
+    s.add_argument(
+        "--signing-key",
+        metavar="KEY",
+        default=None,
+        help=(
+            "the key that signs thinking blocks on /v1/messages; give every replica the same one "
+            f"(default: ${SIGNING_KEY_ENV}, else a random key per process)"
+        ),
+    )
     return ap
 
 
@@ -207,7 +220,7 @@ def _read_tools(path: str | None, sample: bool) -> list[Any] | None:
     if isinstance(tools, dict) and "tools" in tools:
         tools = tools["tools"]
     if not isinstance(tools, list):
-        raise _UsageError(f"tools file {path} must hold a JSON list of tools (or {{\"tools\": [...]}})")
+        raise _UsageError(f'tools file {path} must hold a JSON list of tools (or {{"tools": [...]}})')
     return tools
 
 
@@ -243,8 +256,7 @@ def _cmd_parse(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
     deltas.extend(parser.feed("", final=True))
     if args.output == "deltas":
         enc = msgspec.json.Encoder()
-        for d in deltas:
-            stdout.write(enc.encode(d).decode("utf-8") + "\n")
+        stdout.writelines(enc.encode(d).decode("utf-8") + "\n" for d in deltas)
     else:
         json.dump(accumulate(deltas).to_dict(), stdout, ensure_ascii=False, indent=2)
         stdout.write("\n")
@@ -287,16 +299,22 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
     engine = ReplayEngine(args.replay, tokens_per_second=args.tokens_per_second)
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
+    signing_key = args.signing_key if args.signing_key is not None else os.environ.get(SIGNING_KEY_ENV) or None
+    if signing_key == "":
+        raise _UsageError("--signing-key must not be empty (leave it out for a random key per process)")
     app = create_app(
         engine,
         api_key=api_key,
         max_body_bytes=args.max_body_bytes,
         max_streams=args.max_concurrent_streams,
         idle_timeout=args.idle_timeout,
+        signing_key=signing_key,
     )
+    # Never print either key: only whether one is set.
     sys.stderr.write(
         f"deltaflow: serving {', '.join(m.id for m in engine.models())} on http://{args.host}:{args.port}/v1"
-        f" ({'API key required' if api_key else 'no API key'})\n"
+        f" ({'API key required' if api_key else 'no API key'};"
+        f" {'signing key set' if signing_key else 'per-process signing key'})\n"
     )
     # uvicorn's own WebSocket message cap must not undercut --max-body-bytes.
     ws_max = max(args.max_body_bytes, 16 * 1024 * 1024)

@@ -83,7 +83,9 @@ def run_demo(
             f"\n{len(deltas_seen)} deltas, {u.completion_tokens} tokens ({u.reasoning_tokens} reasoning); "
         )
         same = message_key(message) == message_key(
-            parse_complete(engine.text(transcript), tool_parser=info.tool_parser, reasoning_parser=info.reasoning_parser)
+            parse_complete(
+                engine.text(transcript), tool_parser=info.tool_parser, reasoning_parser=info.reasoning_parser
+            )
         )
         stdout.write(f"stream rebuild {'equals' if same else 'DIFFERS FROM'} parse_complete\n")
         return 0 if same else 1

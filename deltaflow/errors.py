@@ -1,18 +1,34 @@
 """The deltaflow exception tree.
 
-Every exception raised by deltaflow derives from :class:`DeltaflowError`.
-Errors that mirror a builtin also inherit it, so ``except ValueError`` keeps
-working for callers that do not know deltaflow::
+Every exception class deltaflow defines for its callers derives from
+:class:`DeltaflowError`. Errors that mirror a builtin also inherit it, so
+``except ValueError`` keeps working for callers that do not know deltaflow.
+A name without a module is importable from ``deltaflow``::
 
     DeltaflowError
-     ├── UnknownParserError (ValueError)   an unregistered tool/reasoning parser name
-     ├── ToolSpecError (ValueError)        a request ``tools`` entry that is not a valid tool
-     ├── StateError (RuntimeError)         API misuse, e.g. feeding after the final chunk
-     ├── StageError                         a stage (or the source) of a pipeline failed; ``__cause__`` is the original
-     └── ModelOutputError (ValueError)     malformed model output, raised only under ``strict=True``
+     ├── UnknownParserError (ValueError)          an unregistered tool/reasoning parser name
+     ├── UnknownModelError (ValueError)           a model name with no preset (the message suggests close names)
+     ├── ToolSpecError (ValueError)               a request ``tools`` entry that is not a valid tool
+     ├── ToolChoiceError (ValueError)             an invalid ``tool_choice``, or one naming a function not in the tools
+     ├── UnsupportedConstraintError (ValueError)  a tool constraint the dialect cannot express
+     ├── StateError (RuntimeError)                API misuse, e.g. feeding after the final chunk
+     ├── StageError                               a stage (or the source) of a pipeline failed (``__cause__``: why)
+     └── EngineIdleError (TimeoutError)           deltaflow.server.limits: the engine was silent past the idle timeout
 
-Malformed model output is *data* by default: it is surfaced as content,
-never raised and never dropped.
+Exceptions of the server's request handling, which do not derive from
+:class:`DeltaflowError`: the app ``create_app`` builds catches them where
+they are raised and answers with the protocol's error response, so they do
+not reach its callers::
+
+    BadRequest     deltaflow.server.app: a client error (HTTP status and OpenAI error code)
+    BodyTooLarge   deltaflow.server.limits: a request body over the limit (HTTP 413), from ``read_body``
+
+Exceptions named with a leading underscore (such as the command line's usage
+error) are private control flow, caught in the module that raises them, and
+are not listed.
+
+Malformed model output is *data*: it is surfaced as content, never raised
+and never dropped.
 """
 
 from __future__ import annotations
@@ -21,7 +37,6 @@ from collections.abc import Iterable
 
 __all__ = (
     "DeltaflowError",
-    "ModelOutputError",
     "StageError",
     "StateError",
     "ToolSpecError",
@@ -46,10 +61,7 @@ class UnknownParserError(DeltaflowError, ValueError):
         self.kind = kind
         self.name = name
         self.available = tuple(sorted(available))
-        super().__init__(
-            f"unknown {kind} parser {name!r}; registered {kind} parsers: "
-            + ", ".join(self.available)
-        )
+        super().__init__(f"unknown {kind} parser {name!r}; registered {kind} parsers: " + ", ".join(self.available))
 
 
 class ToolSpecError(DeltaflowError, ValueError):
@@ -79,19 +91,3 @@ class StageError(DeltaflowError):
     def __init__(self, stage: str, message: str | None = None) -> None:
         self.stage = stage
         super().__init__(message or f"stage {stage!r} failed")
-
-
-class ModelOutputError(DeltaflowError, ValueError):
-    """Malformed model output, raised only when a parser runs with ``strict=True``.
-
-    Attributes:
-        dialect: the tool parser name.
-        position: character offset in the response where the problem was found.
-        reason: what was wrong.
-    """
-
-    def __init__(self, dialect: str, position: int, reason: str) -> None:
-        self.dialect = dialect
-        self.position = position
-        self.reason = reason
-        super().__init__(f"{dialect}: malformed model output at character {position}: {reason}")

@@ -2,7 +2,7 @@
 
 The flow through the stages is::
 
-    TokenChunk --detokenize--> str, ChunkEnd
+    TokenChunk --detokenize--> [EngineUsage], str, ChunkEnd
         --channel router--> str, ChunkEnd (or, for channel-framed dialects such as
                             Harmony, ChannelText and ToolDelta directly)
         --reasoning splitter--> ChannelText
@@ -16,6 +16,10 @@ chunk caused, every stage forwards that chunk's :class:`ChunkEnd` unchanged
 (the reasoning splitter fills in ``reasoning_tokens``); the framer attaches
 its metadata to the last delta of the chunk, or to the next delta emitted.
 
+An engine chunk's :class:`EngineUsage` (token counts the engine reports)
+is emitted first among that chunk's items; every stage passes it through
+like any item it does not handle, and the framer takes it into the usage.
+
 Every :class:`ToolDelta` carries the ``raw`` model text it accounts for, so a
 call that is rejected (unknown name, malformed before its name) is surfaced
 as text in the channel it was opened from: nothing is silently lost.
@@ -27,7 +31,36 @@ import enum
 
 import msgspec
 
-__all__ = ("CallDelta", "Channel", "ChannelText", "ChunkEnd", "TokenChunk", "ToolDelta")
+__all__ = ("CallDelta", "Channel", "ChannelText", "ChunkEnd", "EngineUsage", "TokenChunk", "ToolDelta")
+
+
+def _count(name: str, value: object) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise ValueError(f"EngineUsage.{name} must be a non-negative int or None, got {value!r}")
+
+
+class EngineUsage(msgspec.Struct, frozen=True, kw_only=True, tag=True):
+    """Token counts an engine reports for the response so far (cumulative; None: not reported).
+
+    Carried by :attr:`TokenChunk.usage`. A later report replaces an earlier
+    one field by field (a count left None keeps the earlier value). The
+    engine's counts take priority over the ones deltaflow measures (completion
+    tokens = token ids seen); a count neither reports is unknown, never 0.
+
+    Attributes:
+        prompt_tokens: tokens of the prompt (deltaflow never measures it).
+        completion_tokens: tokens generated so far.
+
+    Raises:
+        ValueError: a count is negative or not an int.
+    """
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        _count("prompt_tokens", self.prompt_tokens)
+        _count("completion_tokens", self.completion_tokens)
 
 
 class TokenChunk(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -39,12 +72,14 @@ class TokenChunk(msgspec.Struct, frozen=True, kw_only=True, tag=True):
             None, the detokenize stage decodes ``token_ids``.
         logprobs: engine logprobs for these tokens (passed through untouched).
         finish_reason: set on the engine's last chunk (``"stop"``, ``"length"``, ...).
+        usage: token counts the engine reports (typically on its last chunk), or None.
     """
 
     token_ids: list[int] = msgspec.field(default_factory=list)
     text: str | None = None
     logprobs: list[object] | None = None
     finish_reason: str | None = None
+    usage: EngineUsage | None = None
 
 
 class ChunkEnd(msgspec.Struct, frozen=True, kw_only=True, tag=True):
@@ -97,8 +132,11 @@ class ToolDelta(msgspec.Struct, frozen=True, kw_only=True, tag=True, gc=False):
         args: a fragment of the arguments JSON text.
         raw: the model text this event accounts for.
         end: the call is complete (its arguments form one JSON object).
-        abort: the call cannot be completed; ``raw`` (and, if the call was
-            never named, everything held for it) must be surfaced as text.
+        abort: the call cannot be completed as written. Its ``args`` (with
+            ``end``) close the arguments of a committed call at the driver's
+            last safe position; its ``raw`` is surfaced as text. A call that
+            was never committed (no argument payload began after its name)
+            is surfaced whole, name included (see the identity stage).
     """
 
     call: int

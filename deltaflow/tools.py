@@ -5,18 +5,26 @@ Accepted forms, per entry:
 * OpenAI: ``{"type": "function", "function": {"name": ..., "description": ..., "parameters": {...}}}``
 * Anthropic: ``{"name": ..., "description": ..., "input_schema": {...}}``
 * a bare function object: ``{"name": ..., "parameters": {...}}``
+
+:class:`ToolSpec` itself is defined in the pydantic-free
+:mod:`deltaflow._core.toolspec` (re-exported here unchanged), and pydantic
+is imported on the first call of :func:`normalize_tools` that validates an
+entry, so importing deltaflow, its parsers and its stages does not import
+pydantic.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-import msgspec
-import pydantic
-
+from ._core.toolspec import ToolSpec
 from .errors import ToolSpecError
+
+if TYPE_CHECKING:
+    import pydantic
 
 __all__ = ("ToolSpec", "normalize_tools")
 
@@ -33,52 +41,6 @@ def _check_tool_name(v: str) -> str:
     return v
 
 
-class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
-    """A validated tool: its name, description and JSON schema for the arguments."""
-
-    name: str
-    description: str | None = None
-    parameters: dict[str, Any] = msgspec.field(default_factory=dict)
-
-
-class _Function(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="allow")
-    name: str
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-
-    @pydantic.field_validator("name")
-    @classmethod
-    def _check_name(cls, v: str) -> str:
-        return _check_tool_name(v)
-
-
-class _OpenAITool(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="allow")
-    type: str = "function"
-    function: _Function
-
-    @pydantic.field_validator("type")
-    @classmethod
-    def _check_type(cls, v: str) -> str:
-        if v != "function":
-            raise ValueError(f"'type' must be 'function', got {v!r}")
-        return v
-
-
-class _AnthropicTool(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="allow")
-    name: str
-    description: str | None = None
-    input_schema: dict[str, Any]
-    type: str | None = None
-
-    @pydantic.field_validator("name")
-    @classmethod
-    def _check_name(cls, v: str) -> str:
-        return _check_tool_name(v)
-
-
 def _describe(err: pydantic.ValidationError) -> str:
     parts = []
     for e in err.errors():
@@ -87,32 +49,73 @@ def _describe(err: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
+@functools.cache
+def _validator() -> Callable[[int, Mapping[str, Any]], ToolSpec]:
+    """The validator of one mapping entry, built (and pydantic imported) on first use."""
+    import pydantic
+
+    class _Function(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="allow")
+        name: str
+        description: str | None = None
+        parameters: dict[str, Any] | None = None
+
+        @pydantic.field_validator("name")
+        @classmethod
+        def _check_name(cls, v: str) -> str:
+            return _check_tool_name(v)
+
+    class _OpenAITool(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="allow")
+        type: str = "function"
+        function: _Function
+
+        @pydantic.field_validator("type")
+        @classmethod
+        def _check_type(cls, v: str) -> str:
+            if v != "function":
+                raise ValueError(f"'type' must be 'function', got {v!r}")
+            return v
+
+    class _AnthropicTool(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="allow")
+        name: str
+        description: str | None = None
+        input_schema: dict[str, Any]
+        type: str | None = None
+
+        @pydantic.field_validator("name")
+        @classmethod
+        def _check_name(cls, v: str) -> str:
+            return _check_tool_name(v)
+
+    def validate(i: int, entry: Mapping[str, Any]) -> ToolSpec:
+        try:
+            if "function" in entry:
+                f = _OpenAITool.model_validate(entry).function
+                return ToolSpec(name=f.name, description=f.description, parameters=f.parameters or {})
+            if "input_schema" in entry:
+                an = _AnthropicTool.model_validate(entry)
+                return ToolSpec(name=an.name, description=an.description, parameters=an.input_schema)
+            if "name" in entry:
+                bare = _Function.model_validate(entry)
+                return ToolSpec(name=bare.name, description=bare.description, parameters=bare.parameters or {})
+        except pydantic.ValidationError as exc:
+            fn = entry.get("function")
+            name = fn.get("name") if isinstance(fn, Mapping) else entry.get("name")
+            label = f" ({name!r})" if isinstance(name, str) else ""
+            raise ToolSpecError(f"tools[{i}]{label} is invalid: {_describe(exc)}; {_ACCEPTED}", index=i) from None
+        raise ToolSpecError(f"tools[{i}] has none of 'function', 'input_schema' or 'name'; {_ACCEPTED}", index=i)
+
+    return validate
+
+
 def _one(i: int, entry: Any) -> ToolSpec:
     if isinstance(entry, ToolSpec):
         return entry
     if not isinstance(entry, Mapping):
-        raise ToolSpecError(
-            f"tools[{i}] must be an object, got {type(entry).__name__}; {_ACCEPTED}", index=i
-        )
-    try:
-        if "function" in entry:
-            oa = _OpenAITool.model_validate(entry)
-            f = oa.function
-            return ToolSpec(name=f.name, description=f.description, parameters=f.parameters or {})
-        if "input_schema" in entry:
-            an = _AnthropicTool.model_validate(entry)
-            return ToolSpec(name=an.name, description=an.description, parameters=an.input_schema)
-        if "name" in entry:
-            bare = _Function.model_validate(entry)
-            return ToolSpec(name=bare.name, description=bare.description, parameters=bare.parameters or {})
-    except pydantic.ValidationError as exc:
-        fn = entry.get("function")
-        name = fn.get("name") if isinstance(fn, Mapping) else entry.get("name")
-        label = f" ({name!r})" if isinstance(name, str) else ""
-        raise ToolSpecError(f"tools[{i}]{label} is invalid: {_describe(exc)}; {_ACCEPTED}", index=i) from None
-    raise ToolSpecError(
-        f"tools[{i}] has none of 'function', 'input_schema' or 'name'; {_ACCEPTED}", index=i
-    )
+        raise ToolSpecError(f"tools[{i}] must be an object, got {type(entry).__name__}; {_ACCEPTED}", index=i)
+    return _validator()(i, entry)
 
 
 def normalize_tools(tools: Iterable[Any] | None) -> tuple[ToolSpec, ...] | None:

@@ -22,7 +22,9 @@ __all__ = ("MarkerHoldback",)
 
 
 @lru_cache(maxsize=1024)
-def _table(markers: tuple[str, ...], token_prefixes: tuple[str, ...], mode: str) -> tuple[frozenset[str], frozenset[str], int]:
+def _table(
+    markers: tuple[str, ...], token_prefixes: tuple[str, ...], mode: str
+) -> tuple[frozenset[str], frozenset[str], int]:
     """The held prefixes, their first characters and the longest one's length."""
     if mode == "any":
         prefixes = {m[:k] for m in markers for k in range(1, len(m))}

@@ -23,6 +23,7 @@ than :data:`MAX_NUMBER` characters is an error at that length.
 from __future__ import annotations
 
 import re
+
 from .text import skip_json_ws
 
 __all__ = ("MAX_NUMBER", "JsonScanner")

@@ -63,7 +63,9 @@ __all__ = (
     "json_string",
     "parameter_plans",
     "plan_for_schema",
+    "schema_kinds",
     "tentative",
+    "type_name",
 )
 
 SCALAR_MAX = 1000
@@ -186,6 +188,29 @@ def _collect(schema: object, root: Mapping[str, object] | None, out: list[str], 
             out.append("object")
         elif "items" in schema:
             out.append("array")
+
+
+def type_name(name: object) -> str | None:
+    """The JSON Schema type a ``type`` name stands for (``"str"`` -> ``"string"``, ``"int"`` ->
+    ``"integer"``, ``"dict"`` -> ``"object"`` ...), as the parsers read it; None for an unknown name."""
+    return _normalize(name)
+
+
+def schema_kinds(schema: object, root: Mapping[str, object] | None = None) -> tuple[str, ...]:
+    """The JSON Schema types a parameter's schema admits, in schema order, as the parsers read them.
+
+    The same reading as :func:`plan_for_schema` (``type`` names normalized,
+    ``anyOf`` / ``oneOf`` / ``allOf`` members, local ``$ref`` s, ``enum`` /
+    ``const`` values, ``properties`` / ``items``), but keeping ``"string"``
+    and ``"null"``. Empty: the schema gives no type (the value is a string).
+
+    Args:
+        schema: the parameter's schema.
+        root: the tool's whole ``parameters`` schema, for local ``$ref`` s.
+    """
+    kinds: list[str] = []
+    _collect(schema, root, kinds, 0)
+    return tuple(kinds)
 
 
 def plan_for_schema(schema: object, root: Mapping[str, object] | None = None) -> ValuePlan:

@@ -48,7 +48,8 @@ class ToolParserBase:
     """
 
     __slots__ = (
-        "done", "named", "committed", "ctx", "call", "_text", "_raw_from", "_uncommitted", "_feed_start", "_blank_run", "_blank_end",
+        "done", "named", "committed", "ctx", "call", "_text", "_raw_from", "_uncommitted", "_feed_start",
+        "_blank_run", "_blank_end",
     )
 
     def __init__(self, ctx: ToolParserContext) -> None:
@@ -162,13 +163,14 @@ class ToolParserBase:
             ``pos``, with ``done`` set.
         """
         close = self.named and close_args is not None
+        closer = close_args if close_args is not None and self.named else ""
         raw = self._take(pos)
         if raw or close or not self.named:
             # One event: the closer of a committed call's arguments, then its raw text as text (the
             # identity stage surfaces everything of a call that was never committed, closer ignored).
             out.append(
                 ToolDelta(
-                    call=self.call, channel=self.ctx.channel, args=close_args if close else "", raw=raw, end=close,
+                    call=self.call, channel=self.ctx.channel, args=closer, raw=raw, end=close,
                     abort=True,
                 )
             )

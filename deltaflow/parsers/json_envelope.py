@@ -37,14 +37,12 @@ Rules of this driver:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from .._core.jsonscan import JsonScanner
-from .._core.text import decode_json_string, has_surrogate
+from .._core.text import decode_json_string, has_surrogate, skip_json_ws
 from ..items import ToolDelta
 from .spec import ToolParserContext
-from .._core.text import skip_json_ws
 
 __all__ = ("JsonEnvelopeParser", "JsonEnvelopeSpec")
 

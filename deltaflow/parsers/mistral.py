@@ -55,8 +55,7 @@ from __future__ import annotations
 import re
 
 from .._core.jsonscan import JsonScanner
-from .._core.text import decode_json_string, has_surrogate
-from .._core.text import skip_json_ws
+from .._core.text import decode_json_string, has_surrogate, skip_json_ws
 from ..items import ToolDelta
 from .base import ToolParserBase
 from .spec import ToolParserContext

@@ -60,7 +60,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-
 from collections.abc import Callable
 
 from .._core.text import skip_space

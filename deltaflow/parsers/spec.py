@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ..items import Channel, ToolDelta
+    from ..items import Channel
     from ..tools import ToolSpec
 
 __all__ = ("ReasoningSpec", "ToolDialect", "ToolParser", "ToolParserContext", "all_prefixes")

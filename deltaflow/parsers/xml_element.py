@@ -54,7 +54,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import final
 
 from .._core.holdback import MarkerHoldback
@@ -117,7 +117,7 @@ class XmlElementSpec:
         return (self.opener, f"{p}</{self.block_tag}>", f"{p}<{self.call_tag}", f"{p}</{self.call_tag}>", p)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _derived(spec: XmlElementSpec) -> tuple[MarkerHoldback, str, re.Pattern[str], MarkerHoldback]:
     """What every parser of one declaration shares: the marker holdback, the block closer, and where a
     call tag that is no call ends (its closer, or where the next call or the block's end begins)."""

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import final
 
 from .._core.holdback import MarkerHoldback
@@ -98,7 +98,7 @@ _TAG_WORD = re.compile(r"[A-Za-z_][\w.:-]*")
 _OPEN, _SECTION, _BODY, _VALUE, _JSON, _JSON_AFTER, _SKIP = range(7)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _skip_markers(spec: XtmlSpec) -> tuple[re.Pattern[str], str, MarkerHoldback]:
     """Where a call tag that is no call ends: its call closer, or the section closer before it."""
     call_close, tools_close = spec.tag(False, "call"), spec.tag(False, spec.tools)

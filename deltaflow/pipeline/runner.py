@@ -43,7 +43,6 @@ from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 
 from ..errors import StageError
 from ..messages import DeltaMessage
-from ..stages._protocol import Stage
 from ..stages.detokenize import Detokenizer
 from ..stages.framer import DeltaFramer, Usage
 from ..stages.name_filter import new_call_id

@@ -19,7 +19,20 @@ Limits and access (all optional, see :func:`create_app`): an API key
 concurrent engine streams (429 with ``Retry-After``) and an engine idle
 timeout (the stream ends with the protocol's error event). Error bodies are
 ``{"error": {"message", "type", "param", "code"}}`` on the OpenAI routes
-and ``{"type": "error", "error": {"type", "message"}}`` on ``/v1/messages``.
+and ``{"type": "error", "error": {"type", "message"}}`` on ``/v1/messages``;
+both types come from one table of HTTP statuses
+(:data:`deltaflow.sinks.framing.base.ERROR_TYPES`), also used by the
+framers' error events: on ``/v1/messages`` 400 ``invalid_request_error``,
+401 ``authentication_error``, 403 ``permission_error``, 404
+``not_found_error``, 413 ``request_too_large``, 429 ``rate_limit_error``,
+500 ``api_error`` (an engine failure), 503/529 ``overloaded_error``, 504
+``timeout_error`` (the engine idle timeout).
+
+Non-streaming bodies are built by the same framers as the streams (the
+final response object of :class:`~deltaflow.sinks.ResponsesFramer`, the
+final message of :class:`~deltaflow.sinks.AnthropicFramer`, the
+``chat.completion`` of :class:`~deltaflow.sinks.ChatCompletionsFramer`), so
+the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -38,13 +51,12 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ..errors import DeltaflowError, ToolSpecError
-from ..messages import ChatMessage
 from ..pipeline.runner import DeltaStream, stream
+from ..signing import ReasoningSigner
 from ..sinks.collect import collect_async
 from ..sinks.framing import AnthropicFramer, ChatCompletionsFramer, ResponsesFramer
-from ..sinks.framing.base import Framer, WireEvent, new_id, now
+from ..sinks.framing.base import Framer, WireEvent, anthropic_error_type, failure_status, openai_error_type
 from ..sinks.sse import SSEResponse, run_framed
-from ..stages.framer import Usage
 from ..tools import ToolSpec, normalize_tools
 from .engine import Engine, EngineRequest, FunctionEngine, ModelInfo, ReplayEngine
 from .limits import BodyTooLarge, EngineIdleError, StreamSlots, idle_guard, key_matches, read_body
@@ -62,34 +74,34 @@ _request_ids = itertools.count(1)
 
 
 class BadRequest(Exception):
-    """A client error: message and HTTP status."""
+    """A client error: message, HTTP status and OpenAI error code (None: the error type)."""
 
-    def __init__(self, message: str, status: int = 400, code: str = "invalid_request_error") -> None:
+    def __init__(self, message: str, status: int = 400, code: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
 
 
-def _error_body(protocol: str, message: str, code: str) -> dict[str, Any]:
+def _error_body(protocol: str, status: int, message: str, code: str | None = None) -> dict[str, Any]:
+    """The protocol's error body; the error type comes from the status (``ERROR_TYPES``)."""
     if protocol == "messages":
-        return {"type": "error", "error": {"type": code, "message": message}}
-    return {"error": {"message": message, "type": code, "param": None, "code": code}}
+        return {"type": "error", "error": {"type": anthropic_error_type(status), "message": message}}
+    kind = openai_error_type(status)
+    return {"error": {"message": message, "type": kind, "param": None, "code": code or kind}}
 
 
-# kind -> (HTTP status, OpenAI type, OpenAI code, Anthropic type)
+# kind -> (HTTP status, OpenAI code); the error types come from the status.
 _LIMIT_ERRORS = {
-    "auth": (401, "invalid_request_error", "invalid_api_key", "authentication_error"),
-    "too_large": (413, "invalid_request_error", "request_too_large", "request_too_large"),
-    "busy": (429, "rate_limit_error", "rate_limit_exceeded", "rate_limit_error"),
+    "auth": (401, "invalid_api_key"),
+    "too_large": (413, "request_too_large"),
+    "busy": (429, "rate_limit_exceeded"),
 }
 RETRY_AFTER_SECONDS = 1
 
 
 def _limit_body(protocol: str, kind: str, message: str) -> tuple[int, dict[str, Any]]:
-    status, oai_type, oai_code, anthropic_type = _LIMIT_ERRORS[kind]
-    if protocol == "messages":
-        return status, {"type": "error", "error": {"type": anthropic_type, "message": message}}
-    return status, {"error": {"message": message, "type": oai_type, "param": None, "code": oai_code}}
+    status, oai_code = _LIMIT_ERRORS[kind]
+    return status, _error_body(protocol, status, message, oai_code)
 
 
 def _limit_response(protocol: str, kind: str, message: str) -> JSONResponse:
@@ -124,6 +136,7 @@ def _short(value: Any, limit: int = 80) -> str:
 
 
 _CHAT_TOOL_CHOICES = ("none", "auto", "required")
+_SUMMARY_MODES = ("auto", "concise", "detailed")
 _ANTHROPIC_TOOL_CHOICES = ("auto", "any", "tool", "none")
 
 
@@ -188,6 +201,7 @@ class _Prepared(msgspec.Struct, kw_only=True):
     tool_parser: str | None
     enable_thinking: bool | None
     streaming: bool
+    reasoning_summary: bool = False
 
 
 class DeltaflowApp:
@@ -202,8 +216,10 @@ class DeltaflowApp:
         max_body_bytes: int | None = None,
         max_streams: int | None = None,
         idle_timeout: float | None = None,
+        signer: ReasoningSigner | None = None,
     ) -> None:
         self.engine = engine
+        self.signer = signer if signer is not None else ReasoningSigner()
         self.heartbeat = heartbeat
         self.api_key = api_key
         self.max_body_bytes = max_body_bytes
@@ -236,7 +252,7 @@ class DeltaflowApp:
             raise BadRequest(
                 f"model {_short(model)} does not exist; available: {', '.join(sorted(self.models))}",
                 status=404,
-                code="not_found_error" if protocol == "messages" else "model_not_found",
+                code="model_not_found",
             )
         if protocol == "messages":
             _check_messages(body, protocol)
@@ -250,6 +266,12 @@ class DeltaflowApp:
             if inp is not None and not isinstance(inp, (str, list)):
                 raise BadRequest(f"'input' must be a string or a list, got {type(inp).__name__}")
             _positive_int(body, "max_output_tokens", required=False)
+        summary = False
+        if protocol == "responses":
+            reasoning = body.get("reasoning")
+            if reasoning is not None and not isinstance(reasoning, dict):
+                raise BadRequest(f"'reasoning' must be an object, got {type(reasoning).__name__}")
+            summary = isinstance(reasoning, dict) and reasoning.get("summary") in _SUMMARY_MODES
         tools_raw = body.get("tools")
         try:
             tools = normalize_tools(tools_raw) if tools_raw is not None else None
@@ -278,10 +300,11 @@ class DeltaflowApp:
             tool_parser=None if tool_off else info.tool_parser,
             enable_thinking=thinking,
             streaming=streaming,
+            reasoning_summary=summary,
         )
 
     def opener(self, p: _Prepared) -> Callable[[], AbstractAsyncContextManager[DeltaStream]]:
-        request = EngineRequest(model=p.info.id, protocol=p.protocol, body=p.body, tools=p.tools)
+        request = EngineRequest(model=p.info.id, protocol=p.protocol, body=p.body, tools=p.tools, stream=p.streaming)
         tools = [{"name": t.name, "parameters": t.parameters} for t in p.tools] if p.tools is not None else None
 
         def open_stream() -> AbstractAsyncContextManager[DeltaStream]:
@@ -313,110 +336,28 @@ class DeltaflowApp:
                 reasoning_field="reasoning" if p.body.get("reasoning_field") == "reasoning" else "reasoning_content",
             )
         if p.protocol == "responses":
-            return ResponsesFramer(model)
-        return AnthropicFramer(model)
+            return ResponsesFramer(model, reasoning_summary=p.reasoning_summary)
+        return AnthropicFramer(model, signer=self.signer)
 
     async def complete(self, p: _Prepared) -> dict[str, Any]:
-        """A non-streaming response object."""
+        """A non-streaming body, built by the protocol's framer (the same one a stream uses).
+
+        Raises:
+            DeltaflowError: the pipeline or the engine failed.
+        """
+        framer = self.framer(p)
+        if isinstance(framer, ChatCompletionsFramer):
+            async with self.opener(p)() as deltas:
+                message = await collect_async(deltas)
+            return framer.completion(message, deltas.usage)
+        assert isinstance(framer, (ResponsesFramer, AnthropicFramer))
+        framer.start()
         async with self.opener(p)() as deltas:
-            message = await collect_async(deltas)
-        return _complete_body(p, message, deltas.usage)
-
-
-def _complete_body(p: _Prepared, m: ChatMessage, usage: Usage) -> dict[str, Any]:
-    model = p.info.id
-    finish = m.finish_reason or "stop"
-    if p.protocol == "chat.completions":
-        msg: dict[str, Any] = {"role": "assistant", "content": m.content, "reasoning_content": m.reasoning_content}
-        if m.tool_calls:
-            msg["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
-                for c in m.tool_calls
-            ]
-        return {
-            "id": new_id("chatcmpl-"),
-            "object": "chat.completion",
-            "created": now(),
-            "model": model,
-            "choices": [{"index": 0, "message": msg, "finish_reason": finish, "logprobs": None}],
-            "usage": {
-                "prompt_tokens": 0,
-                "completion_tokens": usage.completion_tokens,
-                "total_tokens": usage.completion_tokens,
-                "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-            },
-        }
-    if p.protocol == "responses":
-        output: list[dict[str, Any]] = []
-        if m.reasoning_content:
-            output.append(
-                {
-                    "type": "reasoning",
-                    "id": new_id("rs_"),
-                    "summary": [],
-                    "content": [{"type": "reasoning_text", "text": m.reasoning_content}],
-                    "status": "completed",
-                }
-            )
-        if m.content:
-            output.append(
-                {
-                    "type": "message",
-                    "id": new_id("msg_"),
-                    "role": "assistant",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": m.content, "annotations": []}],
-                }
-            )
-        for c in m.tool_calls:
-            output.append(
-                {
-                    "type": "function_call",
-                    "id": new_id("fc_"),
-                    "call_id": c.id,
-                    "name": c.function.name,
-                    "arguments": c.function.arguments,
-                    "status": "completed",
-                }
-            )
-        return {
-            "id": new_id("resp_"),
-            "object": "response",
-            "created_at": now(),
-            "model": model,
-            "status": "completed",
-            "output": output,
-            "parallel_tool_calls": True,
-            "tool_choice": "auto",
-            "tools": [],
-            "error": None,
-            "incomplete_details": None,
-            "usage": {
-                "input_tokens": 0,
-                "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens": usage.completion_tokens,
-                "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-                "total_tokens": usage.completion_tokens,
-            },
-        }
-    content: list[dict[str, Any]] = []
-    if m.reasoning_content:
-        content.append({"type": "thinking", "thinking": m.reasoning_content, "signature": ""})
-    if m.content:
-        content.append({"type": "text", "text": m.content})
-    for c in m.tool_calls:
-        content.append({"type": "tool_use", "id": c.id, "name": c.function.name, "input": msgspec.json.decode(c.function.arguments)})
-    stop = "tool_use" if m.tool_calls else ("max_tokens" if finish == "length" else "end_turn")
-    return {
-        "id": new_id("msg_"),
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": content,
-        "stop_reason": stop,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 0, "output_tokens": usage.completion_tokens},
-    }
+            feed = framer.feed
+            async for delta in deltas:
+                feed(delta)
+        framer.finish(deltas.usage)
+        return framer.response() if isinstance(framer, ResponsesFramer) else framer.message()
 
 
 class _SlotReleasing:
@@ -450,7 +391,7 @@ def _route(app_state: DeltaflowApp, protocol: str) -> Callable[[Request], Any]:
             p = app_state.prepare(protocol, raw)
         except BadRequest as exc:
             _log.info("bad_request", protocol=protocol, error=str(exc))
-            return JSONResponse(_error_body(protocol, str(exc), exc.code), status_code=exc.status)
+            return JSONResponse(_error_body(protocol, exc.status, str(exc), exc.code), status_code=exc.status)
         slots = app_state.slots
         if not slots.try_acquire():
             _log.warning("too_many_streams", protocol=protocol, limit=slots.limit)
@@ -470,9 +411,10 @@ def _route(app_state: DeltaflowApp, protocol: str) -> Callable[[Request], Any]:
         try:
             body = await app_state.complete(p)
         except DeltaflowError as exc:
-            if isinstance(exc.__cause__, EngineIdleError):
-                return JSONResponse(_error_body(protocol, str(exc.__cause__), "server_error"), status_code=504)
-            return JSONResponse(_error_body(protocol, str(exc), "server_error"), status_code=500)
+            status = failure_status(exc)
+            _log.warning("request_failed", protocol=protocol, status=status, error=str(exc), cause=repr(exc.__cause__))
+            message = str(exc.__cause__) if isinstance(exc.__cause__, EngineIdleError) else str(exc)
+            return JSONResponse(_error_body(protocol, status, message), status_code=status)
         finally:
             slots.release()
         return JSONResponse(body)
@@ -492,6 +434,7 @@ def create_app(
     max_body_bytes: int | None = DEFAULT_MAX_BODY_BYTES,
     max_streams: int | None = DEFAULT_MAX_STREAMS,
     idle_timeout: float | None = None,
+    signing_key: bytes | str | None = None,
 ) -> Starlette:
     """Build the ASGI app.
 
@@ -524,12 +467,16 @@ def create_app(
             the stream ends with the protocol's error event ``engine idle for
             N s`` (a non-streaming request gets a 504). Heartbeats keep
             going out until then. None: no timeout.
+        signing_key: the key of the thinking block signatures on
+            ``/v1/messages`` (:class:`~deltaflow.signing.ReasoningSigner`;
+            replicas with the same key verify each other's). None: a random
+            key per process (a warning is logged once).
 
     Returns:
         A Starlette application.
 
     Raises:
-        ValueError: a limit is not positive.
+        ValueError: a limit is not positive, or ``signing_key`` is empty.
     """
     for name, value in (("max_body_bytes", max_body_bytes), ("max_streams", max_streams), ("idle_timeout", idle_timeout)):
         if value is not None and value <= 0:
@@ -549,6 +496,7 @@ def create_app(
         max_body_bytes=max_body_bytes,
         max_streams=max_streams,
         idle_timeout=idle_timeout,
+        signer=ReasoningSigner(signing_key),
     )
 
     async def models(request: Request) -> Response:
@@ -596,8 +544,8 @@ def create_app(
             protocol = asked
             p = state.prepare(protocol, req)
         except (BadRequest, msgspec.DecodeError) as exc:
-            code = exc.code if isinstance(exc, BadRequest) else "invalid_request_error"
-            await ws.send_text(msgspec.json.encode(_error_body(protocol, str(exc), code)).decode())
+            status, code = (exc.status, exc.code) if isinstance(exc, BadRequest) else (400, None)
+            await ws.send_text(msgspec.json.encode(_error_body(protocol, status, str(exc), code)).decode())
             await ws.close(code=1008)
             return
         if not state.slots.try_acquire():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -54,12 +54,15 @@ class EngineRequest:
         protocol: ``"chat.completions"``, ``"responses"`` or ``"messages"``.
         body: the request body as sent (messages/input, sampling options...).
         tools: the validated tools, or None.
+        stream: the client streams the answer (False: it waits for the whole
+            body, so an engine need not pace its output).
     """
 
     model: str
     protocol: str
     body: dict[str, Any] = field(default_factory=dict)
     tools: tuple[ToolSpec, ...] | None = None
+    stream: bool = True
 
 
 class Engine(Protocol):
@@ -96,7 +99,7 @@ def load_tokenizer_file(path: str | Path) -> Any:
     """
     p = Path(path)
     name = p.name
-    if name.endswith(".json") or name.endswith(".json.gz"):
+    if name.endswith((".json", ".json.gz")):
         try:
             from tokenizers import Tokenizer
         except ImportError as exc:  # pragma: no cover - depends on the install
@@ -146,7 +149,11 @@ class ReplayEngine:
             "tokenizer"}``; ``tokenizer`` is a path to a tokenizer.json(.gz) or
             a .tiktoken file, or the name of a bundled tokenizer). None: the
             bundled transcripts.
-        tokens_per_second: the replay rate (0: as fast as possible).
+        tokens_per_second: the replay rate of streaming requests (0: as fast
+            as possible): a pause of ``chunk_tokens / tokens_per_second``
+            seconds between two chunks (none before the first or after the
+            last, which carries the finish reason). Non-streaming requests
+            (``EngineRequest.stream`` False) are never paced.
         chunk_tokens: token ids per chunk.
 
     Raises:
@@ -232,20 +239,24 @@ class ReplayEngine:
         return self._items[model].text
 
     async def generate(self, request: EngineRequest) -> AsyncIterator[Any]:
-        """Stream the transcript of ``request.model``: token ids when it has a tokenizer, else word-sized text."""
+        """Stream the transcript of ``request.model``: token ids when it has a tokenizer, else word-sized text.
+
+        The last chunk carries the finish reason and the stream ends with it;
+        streaming requests are paced between chunks (see the class docstring).
+        """
         t = self._items.get(request.model)
         if t is None:
             raise KeyError(request.model)
-        delay = self.chunk_tokens / self.tokens_per_second if self.tokens_per_second else 0.0
-        if t.ids is not None:
-            ids = t.ids
-            step = self.chunk_tokens
-            last = len(ids) - step
-            for i in range(0, len(ids), step):
-                yield TokenChunk(token_ids=ids[i : i + step], finish_reason="stop" if i >= last else None)
-                await anyio.sleep(delay)
-        else:
-            pieces = _WORD.findall(t.text)
-            for k, piece in enumerate(pieces):
-                yield TokenChunk(text=piece, finish_reason="stop" if k == len(pieces) - 1 else None)
-                await anyio.sleep(delay)
+        delay = self.chunk_tokens / self.tokens_per_second if request.stream and self.tokens_per_second else 0.0
+        ids = t.ids
+        step = self.chunk_tokens
+        pieces: Sequence[Any] = range(0, len(ids), step) if ids is not None else _WORD.findall(t.text)
+        last = len(pieces) - 1
+        for k, piece in enumerate(pieces):
+            if k:
+                await anyio.sleep(delay)  # between two chunks (0: a checkpoint only), never after the last
+            finish = "stop" if k == last else None
+            if ids is not None:
+                yield TokenChunk(token_ids=ids[piece : piece + step], finish_reason=finish)
+            else:
+                yield TokenChunk(text=piece, finish_reason=finish)

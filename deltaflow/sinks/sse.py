@@ -47,7 +47,7 @@ OpenStream = Callable[[], AbstractAsyncContextManager[DeltaStream]]
 class SSEEncoder:
     """Encodes wire events as SSE bytes with one reused msgspec encoder and buffer."""
 
-    __slots__ = ("_enc", "_buf")
+    __slots__ = ("_buf", "_enc")
 
     def __init__(self) -> None:
         self._enc = msgspec.json.Encoder()
@@ -166,7 +166,7 @@ async def iter_events(
 class _BodyWriter:
     """Writes ``http.response.body`` messages from two tasks (the stream and its heartbeat) one at a time."""
 
-    __slots__ = ("_send", "_busy", "_free", "_ended", "last")
+    __slots__ = ("_busy", "_ended", "_free", "_send", "last")
 
     def __init__(self, send: Callable[..., Any]) -> None:
         self._send = send

@@ -39,7 +39,7 @@ class TokenDecoder(Protocol):
 
 
 class _HFDecoder:
-    __slots__ = ("_tok", "_stream", "_drop", "_step", "_pending")
+    __slots__ = ("_drop", "_pending", "_step", "_stream", "_tok")
 
     def __init__(self, tok: Any, drop: frozenset[int]) -> None:
         from tokenizers.decoders import DecodeStream
@@ -71,7 +71,7 @@ class _HFDecoder:
 
 
 class _TiktokenDecoder:
-    __slots__ = ("_bytes", "_utf8", "_drop")
+    __slots__ = ("_bytes", "_drop", "_utf8")
 
     def __init__(self, enc: Any, drop: frozenset[int]) -> None:
         self._bytes = enc.decode_single_token_bytes
@@ -127,6 +127,9 @@ def make_decoder(tokenizer: Any, keep: Iterable[str] = ()) -> TokenDecoder:
 class Detokenizer:
     """Turns :class:`~deltaflow.items.TokenChunk` s into text and :class:`~deltaflow.items.ChunkEnd` s.
 
+    A chunk's :class:`~deltaflow.items.EngineUsage` (``TokenChunk.usage``) is
+    emitted before its text, for the framer.
+
     Args:
         tokenizer: see :func:`make_decoder`; None when every chunk carries text.
         keep: special-token texts that are protocol markers.
@@ -164,6 +167,9 @@ class Detokenizer:
         else:
             text = ""
         end = ChunkEnd(token_ids=ids, logprobs=item.logprobs, finish_reason=item.finish_reason, token_chars=chars)
+        if item.usage is not None:
+            # The engine's counts go first: the framer takes them in before it frames the chunk's text.
+            return [item.usage, text, end] if text else [item.usage, end]
         return [text, end] if text else [end]
 
     def finish(self) -> list[object]:

@@ -17,8 +17,11 @@ Rules (DESIGN.md, "Items between stages"):
   latest): each reaches the client once, in order.
 * The finish reason goes on the last delta of the stream; ``"stop"``
   becomes ``"tool_calls"`` when an accepted call was emitted.
-* Usage: completion tokens (all token ids) and reasoning tokens (as counted
-  by the reasoning splitter).
+* Usage: the counts the engine reports (:class:`~deltaflow.items.EngineUsage`
+  items) come first; else completion tokens are the token ids seen and
+  reasoning tokens as counted by the reasoning splitter; a count neither
+  gives is unknown (``Usage.completion_known`` / ``reasoning_known`` False,
+  ``prompt_tokens`` None).
 """
 
 from __future__ import annotations
@@ -26,23 +29,37 @@ from __future__ import annotations
 import msgspec
 
 from ..errors import StateError
-from ..items import CallDelta, Channel, ChannelText, ChunkEnd
+from ..items import CallDelta, Channel, ChannelText, ChunkEnd, EngineUsage
 from ..messages import DeltaFunctionCall, DeltaMessage, DeltaToolCall
 
 __all__ = ("DeltaFramer", "Usage")
 
 
 class Usage(msgspec.Struct, kw_only=True):
-    """Token counts of one response."""
+    """Token counts of one response (complete once the stream ended).
+
+    Attributes:
+        completion_tokens: the engine's count when it reported one, else the
+            token ids seen; 0 when neither (then ``completion_known`` is False).
+        reasoning_tokens: the token ids inside reasoning (counted by the
+            reasoning splitter); 0 without token ids (then ``reasoning_known``
+            is False).
+        prompt_tokens: the engine's count of the prompt; None when it reported none.
+        completion_known: ``completion_tokens`` was measured (an engine report or token ids).
+        reasoning_known: ``reasoning_tokens`` was measured (token ids were seen).
+    """
 
     completion_tokens: int = 0
     reasoning_tokens: int = 0
+    prompt_tokens: int | None = None
+    completion_known: bool = False
+    reasoning_known: bool = False
 
 
 class DeltaFramer:
     """Frames items into deltas (see the module docstring)."""
 
-    __slots__ = ("calls_emitted", "usage", "_items", "_ids", "_logprobs", "_finish_reason", "_finished")
+    __slots__ = ("_finish_reason", "_finished", "_ids", "_items", "_logprobs", "_reported", "calls_emitted", "usage")
 
     name = "framer"
 
@@ -54,6 +71,7 @@ class DeltaFramer:
         self._logprobs: list[object] | None = None
         self._finish_reason: str | None = None
         self._finished = False
+        self._reported = False  # the engine reported a completion count: token ids are no longer counted
 
     @property
     def idle(self) -> bool:
@@ -73,8 +91,12 @@ class DeltaFramer:
         deltas = self.frame(self._items) if self._items else []
         self._items = []
         if item.token_ids:
-            self.usage.completion_tokens += len(item.token_ids)
-            self.usage.reasoning_tokens += item.reasoning_tokens
+            usage = self.usage
+            usage.reasoning_tokens += item.reasoning_tokens
+            usage.reasoning_known = True
+            if not self._reported:
+                usage.completion_tokens += len(item.token_ids)
+                usage.completion_known = True
         if item.finish_reason is not None:
             self._finish_reason = item.finish_reason
         if not deltas:
@@ -168,5 +190,20 @@ class DeltaFramer:
                 out.append(DeltaMessage(tool_calls=[tc]))
                 i = j
                 continue
+            if it.__class__ is EngineUsage:
+                assert isinstance(it, EngineUsage)
+                self._report(it)
+                i += 1
+                continue
             raise TypeError(f"the framer cannot frame a {type(it).__name__}")
         return out
+
+    def _report(self, report: EngineUsage) -> None:
+        """Take the engine's counts (they replace the measured ones, field by field)."""
+        usage = self.usage
+        if report.completion_tokens is not None:
+            usage.completion_tokens = report.completion_tokens
+            usage.completion_known = True
+            self._reported = True
+        if report.prompt_tokens is not None:
+            usage.prompt_tokens = report.prompt_tokens

@@ -10,7 +10,11 @@ Argument text a driver writes together with the name (Gemma 4's synthetic
 ``{``) does not commit the call: it is not the model's payload.
 
 Stable-prefix guarantee: the events of a call are held only until it is
-committed (a few characters past the name for most formats); they are then
+committed (a few characters past the name for most formats), and at most
+:data:`COMMIT_HOLD_MAX` characters of its raw text: a named call whose
+payload has not begun by then is no call, and is surfaced as text (its later
+events too). The bound reads only the text, so every chunking gives the same
+answer. The held events are then
 released, in order, as one event that carries the name, the held arguments
 and all held raw text. A call that aborts or ends before it is committed,
 named or not, is surfaced whole as text (its raw text, in the channel it was
@@ -27,20 +31,24 @@ from __future__ import annotations
 from ..errors import StateError
 from ..items import ChannelText, ToolDelta
 
-__all__ = ("IdentityFirstBuffer",)
+__all__ = ("COMMIT_HOLD_MAX", "IdentityFirstBuffer")
+
+COMMIT_HOLD_MAX = 4096
+"""Characters of a named call's raw text held while its argument payload has not begun."""
 
 
 class IdentityFirstBuffer:
     """Holds a call's events until it is committed (see the module docstring)."""
 
     name = "identity"
-    __slots__ = ("_live", "_dead", "_held", "_named", "_finished", "diagnostics")
+    __slots__ = ("_live", "_dead", "_held", "_held_chars", "_named", "_finished", "diagnostics")
 
     def __init__(self) -> None:
         self._live = -1  # the committed call being streamed
         self._dead = -1  # the last named call surfaced as text (its later events are text at once)
         self._held: list[ToolDelta] = []  # events of the call not committed yet
         self._named = False  # the held call's name event is among them
+        self._held_chars = 0  # raw characters held since the name event
         self._finished = False
         # (event, fields) pairs for the shell to log; None: not collected.
         self.diagnostics: list[tuple[str, dict[str, object]]] | None = None
@@ -74,12 +82,18 @@ class IdentityFirstBuffer:
             return self._surface()
         if item.name is not None:
             self._named = True
+            self._held_chars = len(item.raw)
             # Committed at once when it ends here or arguments came before the name.
             if item.end or any(h.args for h in held[:-1]):
                 return self._release()
             return []
         if self._named:
-            return self._release() if item.args or item.end else []
+            if item.args or item.end:
+                return self._release()
+            self._held_chars += len(item.raw)
+            if self._held_chars > COMMIT_HOLD_MAX:
+                return self._surface()  # the payload did not begin within the bound: not a call
+            return []
         return self._surface() if item.end else []
 
     def _release(self) -> list[object]:

@@ -45,12 +45,12 @@ import re
 from collections.abc import Mapping
 
 from .._core.holdback import MarkerHoldback
+from .._core.text import skip_json_ws, trailing_run
 from ..errors import StateError
 from ..items import Channel, ChannelText
+from ..parsers.base import BLANK_RUN_MAX
 from ..parsers.spec import ToolDialect, ToolParser, ToolParserContext, all_prefixes
 from ..tools import ToolSpec
-from .._core.text import skip_json_ws, trailing_run
-from ..parsers.base import BLANK_RUN_MAX
 
 __all__ = ("THOUGHT_GROUP_MAX", "TOOL_CALLS_IN_REASONING", "ToolBlockFeeder")
 

@@ -12,7 +12,7 @@ import json
 import os
 import random
 from collections.abc import Iterable, Iterator, Sequence
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +178,7 @@ def _our_names(vector: dict[str, Any]) -> dict[str, Any]:
     return vector
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_tokenizer(family: str) -> Any:
     """Load ``shared/tokenizers/<family>/tokenizer.json.gz`` with HF ``tokenizers`` (None when absent)."""
     root = shared_dir()

@@ -262,7 +262,7 @@ def _compare_calls(want: list[Mapping[str, Any]], got: ChatMessage) -> Iterator[
     if len(want) != len(have):
         yield f"tool_calls: expected {len(want)} call(s), got {len(have)}: {have!r}"
         return
-    for i, (w, (name, arguments)) in enumerate(zip(want, have)):
+    for i, (w, (name, arguments)) in enumerate(zip(want, have, strict=True)):
         if "name" in w and w["name"] != name:
             yield f"tool_calls[{i}].name: expected {w['name']!r}, got {name!r}"
         if "arguments" in w:

@@ -24,7 +24,6 @@ channel. The envelope is ``{"name": ..., ARGS_FIELD: {...}}`` in any key order.
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import re
 from collections.abc import Callable, Sequence

@@ -24,9 +24,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deltaflow import ResponseParser, accumulate, parse_complete
-from deltaflow.testing import message_key
 from deltaflow.parsers import registry
 from deltaflow.parsers.base import BLANK_RUN_MAX
+from deltaflow.testing import message_key
 
 from .strategies import args_object_src, check_delta_invariants, chunkings, json_string_src, tool_defs
 

@@ -30,9 +30,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from deltaflow import accumulate, parse_complete
-from deltaflow.testing import feed_chunks, message_key
 from deltaflow.parsers import registry
 from deltaflow.parsers.base import BLANK_RUN_MAX
+from deltaflow.testing import feed_chunks, message_key
 
 from .strategies import args_object_src, check_delta_invariants, chunkings, json_string_src, tool_defs
 

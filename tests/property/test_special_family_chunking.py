@@ -33,8 +33,17 @@ from deltaflow.messages import ChatMessage
 from deltaflow.parsers import registry
 from deltaflow.testing import feed_chunks, message_key
 
-from .strategies import FREE_NAMES, TOOL_NAMES, UNOFFERED_NAMES, UNICODE, check_delta_invariants, chunkings
-from .strategies import json_string_src, json_value_src, object_src
+from .strategies import (
+    FREE_NAMES,
+    TOOL_NAMES,
+    UNICODE,
+    UNOFFERED_NAMES,
+    check_delta_invariants,
+    chunkings,
+    json_string_src,
+    json_value_src,
+    object_src,
+)
 
 CONTENT = "content"
 REASONING = "reasoning"

@@ -124,15 +124,18 @@ def _cases() -> list[Case]:
         rp = "qwen3" if tp == "hermes" else None
         add(tp, rp, "open-string-arg", f'{opener}{{"name": "search", "{field}": {{"q": "', X, "streams")
         add(tp, rp, "open-name", f'{opener}{{"name": "', X, "held", "a name is held whole (name filter)")
-        add(tp, rp, "open-number-arg", f'{opener}{{"name": "search", "{field}": {{"n": 1', "1", "held", "a partial number is held")
+        add(tp, rp, "open-number-arg", f'{opener}{{"name": "search", "{field}": {{"n": 1', "1", "held",
+            "a partial number is held")
         add(tp, rp, "whitespace-in-block", f'{opener}{{"name": "search", "{field}": {{', " ", "streams")
         add(tp, rp, "opener-prefix-repeat", "", opener.strip()[:-1] + X, "streams")
-        add(tp, rp, "open-key-in-args", f'{opener}{{"name": "search", "{field}": {{"', X, "held", "an object key is held whole")
+        add(tp, rp, "open-key-in-args", f'{opener}{{"name": "search", "{field}": {{"', X, "held",
+            "an object key is held whole")
         add(tp, rp, "stringified-args", f'{opener}{{"name": "search", "{field}": "{{\\"q\\": \\"', X, "held",
             "arguments written as a JSON string are decoded whole")
     add("hermes", "qwen3", "unclosed-reasoning", "<think>", X, "streams")
     add("hermes", "qwen3", "reasoning-end-prefix-repeat", "<think>", "</think" + X, "streams")
-    add("hermes", "qwen3", "closer-prefix-repeat-in-string", '<tool_call>\n{"name": "search", "arguments": {"q": "', "</tool_call" + X, "streams")
+    add("hermes", "qwen3", "closer-prefix-repeat-in-string", '<tool_call>\n{"name": "search", "arguments": {"q": "',
+        "</tool_call" + X, "streams")
 
     # -- Mistral / pythonic ------------------------------------------------------------
     add("mistral", "mistral", "open-string-arg", '[TOOL_CALLS]search[ARGS]{"q": "', X, "streams")
@@ -148,21 +151,27 @@ def _cases() -> list[Case]:
 
     # -- special-token families -------------------------------------------------------
     ds_call = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
-    add("deepseek_v3", "deepseek_r1", "open-string-arg", ds_call + 'function<｜tool▁sep｜>search\n```json\n{"q": "', X, "streams")
+    add("deepseek_v3", "deepseek_r1", "open-string-arg",
+        ds_call + 'function<｜tool▁sep｜>search\n```json\n{"q": "', X, "streams")
     add("deepseek_v3", "deepseek_r1", "opener-prefix-repeat", "", "<｜tool▁calls▁beg" + X, "streams")
     add("deepseek_v3", "deepseek_r1", "unclosed-reasoning", "<think>", X, "streams")
     add("deepseek_v31", "deepseek_v3", "open-string-arg", ds_call + 'search<｜tool▁sep｜>{"q": "', X, "streams")
     add("deepseek_v31", "deepseek_v3", "open-name", ds_call, X, "held", "a name is held whole (name filter)")
     add("deepseek_v31", "deepseek_v3", "opener-prefix-repeat", "", "<｜tool▁calls▁beg" + X, "streams")
-    add("kimi_k2", "kimi_k2", "open-string-arg", '<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>{"q": "', X, "streams")
-    add("kimi_k2", "kimi_k2", "open-name", "<|tool_calls_section_begin|><|tool_call_begin|>functions.", X, "held", "a name is held whole (name filter)")
+    add("kimi_k2", "kimi_k2", "open-string-arg",
+        '<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>{"q": "', X,
+        "streams")
+    add("kimi_k2", "kimi_k2", "open-name", "<|tool_calls_section_begin|><|tool_call_begin|>functions.", X, "held",
+        "a name is held whole (name filter)")
     add("kimi_k2", "kimi_k2", "opener-prefix-repeat", "", "<|tool_calls_sec" + X, "streams")
     add("kimi_k2", "kimi_k2", "unclosed-reasoning", "<think>", X, "streams")
 
     # -- DSML / XML function-first ---------------------------------------------------------
     dsml = '<｜DSML｜function_calls>\n<｜DSML｜invoke name="search">\n'
-    add("deepseek_v32", "deepseek_r1", "open-string-param", dsml + '<｜DSML｜parameter name="q" string="true">', X, "streams")
-    add("deepseek_v32", "deepseek_r1", "open-typed-param", dsml + '<｜DSML｜parameter name="n" string="false">', "1", "held", "a typed value is converted whole")
+    add("deepseek_v32", "deepseek_r1", "open-string-param",
+        dsml + '<｜DSML｜parameter name="q" string="true">', X, "streams")
+    add("deepseek_v32", "deepseek_r1", "open-typed-param", dsml + '<｜DSML｜parameter name="n" string="false">', "1",
+        "held", "a typed value is converted whole")
     add("deepseek_v32", "deepseek_r1", "opener-prefix-repeat", "", "<｜DSML｜function_cal" + X, "streams")
     for tp, rp, block in (
         ("qwen3_coder", "qwen3", "<tool_call>\n<function=search>\n"),
@@ -177,30 +186,36 @@ def _cases() -> list[Case]:
             "a header longer than the longest offered name + 64 is no call: surfaced as it comes")
         add(tp, rp, "opener-prefix-repeat", "", block.split("\n")[0][:-1] + X, "streams")
     add("seed_oss", "seed_oss", "unclosed-reasoning", "<seed:think>", X, "streams")
-    add("minimax_m2", "minimax_m2", "open-string-param", '<minimax:tool_call>\n<invoke name="search">\n<parameter name="q">', X, "streams")
-    add("minimax_m2", "minimax_m2", "open-typed-param", '<minimax:tool_call>\n<invoke name="search">\n<parameter name="n">', "1", "held", "a typed value is converted whole")
+    add("minimax_m2", "minimax_m2", "open-string-param",
+        '<minimax:tool_call>\n<invoke name="search">\n<parameter name="q">', X, "streams")
+    add("minimax_m2", "minimax_m2", "open-typed-param",
+        '<minimax:tool_call>\n<invoke name="search">\n<parameter name="n">', "1", "held",
+        "a typed value is converted whole")
     add("minimax_m2", "minimax_m2", "opener-prefix-repeat", "", "<minimax:tool_cal" + X, "streams")
     add("minimax_m2", "minimax_m2", "open-invoke-name", '<minimax:tool_call>\n<invoke name="', X, "streams",
         "a header longer than the longest offered name + 64 is no call: surfaced as it comes")
-    add("deepseek_v32", "deepseek_r1", "open-invoke-name", '<｜DSML｜function_calls>\n<｜DSML｜invoke name="', X, "streams",
-        "a header longer than the longest offered name + 64 is no call: surfaced as it comes")
+    add("deepseek_v32", "deepseek_r1", "open-invoke-name", '<｜DSML｜function_calls>\n<｜DSML｜invoke name="', X,
+        "streams", "a header longer than the longest offered name + 64 is no call: surfaced as it comes")
     add("qwen3_coder", "qwen3", "blank-run-before-typed-value", "<tool_call>\n<function=search>\n<parameter=n>\n", " ",
         "held", "a typed value is converted whole (a blank run is checked once, not rescanned per chunk)")
     add("hermes", "qwen3", "huge-number-arg", '<tool_call>\n{"name": "search", "arguments": {"n": -1', "7", "streams",
         "a number is held up to MAX_NUMBER characters; the rest is surfaced as content")
     for tp in ("glm45", "glm47"):
         add(tp, "glm45", "open-string-param", "<tool_call>search\n<arg_key>q</arg_key>\n<arg_value>", X, "streams")
-        add(tp, "glm45", "open-typed-param", "<tool_call>search\n<arg_key>n</arg_key>\n<arg_value>", "1", "held", "a typed value is converted whole")
+        add(tp, "glm45", "open-typed-param", "<tool_call>search\n<arg_key>n</arg_key>\n<arg_value>", "1", "held",
+            "a typed value is converted whole")
         add(tp, "glm45", "open-key", "<tool_call>search\n<arg_key>", X, "held", "a key is held whole")
         add(tp, "glm45", "open-name", "<tool_call>", X, "held", "a name is held whole (name filter)")
         add(tp, "glm45", "opener-prefix-repeat", "", "<tool_ca" + X, "streams")
     add("glm45", "glm45", "unclosed-reasoning", "<think>", X, "streams")
 
     # -- Harmony ----------------------------------------------------------------------
-    add("openai", "openai_gptoss", "open-string-arg", '<|channel|>commentary to=functions.search <|constrain|>json<|message|>{"q": "', X, "streams")
+    add("openai", "openai_gptoss", "open-string-arg",
+        '<|channel|>commentary to=functions.search <|constrain|>json<|message|>{"q": "', X, "streams")
     add("openai", "openai_gptoss", "unclosed-reasoning", "<|channel|>analysis<|message|>", X, "streams")
     add("openai", "openai_gptoss", "unclosed-final", "<|channel|>final<|message|>", X, "streams")
-    add("openai", "openai_gptoss", "open-header", "<|channel|>commentary to=functions.", X, "held", "a header is held whole")
+    add("openai", "openai_gptoss", "open-header", "<|channel|>commentary to=functions.", X, "held",
+        "a header is held whole")
     add("openai", "openai_gptoss", "marker-prefix-repeat", "<|channel|>final<|message|>", "<|en" + X, "streams")
 
     # -- tag-per-tool (Cline style) -------------------------------------------------------
@@ -225,14 +240,16 @@ def _cases() -> list[Case]:
     add("ernie45", "ernie45", "blanks-before-response", "r</think>", " ", "streams",
         "blank beyond the opener's length gives the wrapper up")
     add(None, "granite", "unclosed-reasoning", "Here is my thought process:", X, "streams")
-    add(None, "granite", "reasoning-end-prefix-repeat", "Here is my thought process:", "Here is my respons" + X, "streams")
+    add(None, "granite", "reasoning-end-prefix-repeat",
+        "Here is my thought process:", "Here is my respons" + X, "streams")
 
     # -- insignificant whitespace inside an open block, in every family ----------------------
     for tp, rp, head in (
         ("mistral", "mistral", "[TOOL_CALLS]search[ARGS]{"),
         ("pythonic", None, "[search("),
         ("deepseek_v31", "deepseek_v3", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>search<｜tool▁sep｜>{"),
-        ("kimi_k2", "kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>{"),
+        ("kimi_k2", "kimi_k2",
+         "<|tool_calls_section_begin|><|tool_call_begin|>functions.search:0<|tool_call_argument_begin|>{"),
         ("qwen3_coder", "qwen3", "<tool_call>\n<function=search>\n<parameter=q>\na\n</parameter>\n"),
         ("glm47", "glm45", "<tool_call>search<arg_key>q</arg_key><arg_value>a</arg_value>"),
         ("openai", "openai_gptoss", "<|channel|>commentary to=functions.search <|constrain|>json<|message|>{"),
@@ -243,13 +260,16 @@ def _cases() -> list[Case]:
     lfm2 = "<|tool_call_start|>"
     add("lfm2", None, "open-string-arg", lfm2 + '[search(q="', X, "held", "a keyword value is held until it ends")
     add("lfm2", None, "open-json-arg", lfm2 + '[{"name": "search", "arguments": {"q": "', X, "streams")
-    add("lfm2", None, "blanks-after-quote", lfm2 + "[search(q='a'", " ", "held", "a keyword value is held until it ends")
+    add("lfm2", None, "blanks-after-quote", lfm2 + "[search(q='a'", " ", "held",
+        "a keyword value is held until it ends")
     add("lfm2", None, "opener-prefix-repeat", "", "<|tool_call_sta" + X, "streams")
-    add("olmo3", None, "open-string-arg", '<function_calls>search(q="', X, "held", "a keyword value is held until it ends")
+    add("olmo3", None, "open-string-arg", '<function_calls>search(q="', X, "held",
+        "a keyword value is held until it ends")
     add("olmo3", None, "opener-prefix-repeat", "", "<function_call" + X, "streams")
     step3 = '<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="search">'
     add("step3", None, "open-string-param", step3 + '<steptml:parameter name="q">', X, "streams")
-    add("step3", None, "open-typed-param", step3 + '<steptml:parameter name="n">', "1", "held", "a typed value is converted whole")
+    add("step3", None, "open-typed-param", step3 + '<steptml:parameter name="n">', "1", "held",
+        "a typed value is converted whole")
     add("step3", None, "opener-prefix-repeat", "", "<｜tool_calls_beg" + X, "streams")
     add("step3p5", None, "open-string-param", "<tool_call>\n<function=search>\n<parameter=q>\n", X, "streams")
     add("step3p5", None, "opener-prefix-repeat", "", "<tool_cal" + X, "streams")
@@ -288,7 +308,8 @@ def _cases() -> list[Case]:
     add("command_r7b", None, "open-string-arg", '<|START_ACTION|>[{"tool_name": "search", "parameters": {"q": "', X,
         "streams")
     add("command_r7b", None, "opener-prefix-repeat", "", "<|START_ACTIO" + X, "streams")
-    add("command_r7b", None, "open-name", '<|START_ACTION|>[{"tool_name": "', X, "held", "a name is held whole (name filter)")
+    add("command_r7b", None, "open-name", '<|START_ACTION|>[{"tool_name": "', X, "held",
+        "a name is held whole (name filter)")
     add("hunyuan_a13b", None, "blanks-between-elements", '<tool_calls>[{"name": "search", "arguments": {}}', " ",
         "streams", "blanks after an array element are held up to 256; a longer run is raw text of the last call")
     add("ernie45", None, "blanks-after-closer", '<tool_call>{"name": "search", "arguments": {}}</tool_call>', " ",
@@ -313,7 +334,8 @@ def _cases() -> list[Case]:
     mm = "]<]minimax[>["
     m3 = f'{mm}<tool_call>\n{mm}<invoke name="search">'
     add("minimax_m3", "minimax_m3", "open-string-param", m3 + f"{mm}<q>", X, "streams")
-    add("minimax_m3", "minimax_m3", "open-typed-param", m3 + f"{mm}<n>", "1", "held", "a typed value is converted whole")
+    add("minimax_m3", "minimax_m3", "open-typed-param", m3 + f"{mm}<n>", "1", "held",
+        "a typed value is converted whole")
     add("minimax_m3", "minimax_m3", "open-object-param", m3 + f"{mm}<obj>{mm}<a>", X, "streams")
     add("minimax_m3", None, "opener-prefix-repeat", "", f"{mm}<tool_ca" + X, "streams")
     add("minimax_m3", None, "whitespace-in-block", m3, " ", "streams")

@@ -31,7 +31,12 @@ PATHS = ("/v1/chat/completions", "/v1/responses", "/v1/messages")
 def _body(path: str, seed: int) -> dict[str, Any]:
     if path == "/v1/responses":
         return {"model": "gen", "input": "hi", "stream": True, "seed": seed}
-    body: dict[str, Any] = {"model": "gen", "messages": [{"role": "user", "content": "hi"}], "stream": True, "seed": seed}
+    body: dict[str, Any] = {
+        "model": "gen",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "seed": seed,
+    }
     if path == "/v1/messages":
         body["max_tokens"] = 100
     return body
@@ -118,7 +123,9 @@ async def _run_clients(live: Live, seeds: range, concurrency: int) -> Counter[st
     return modes
 
 
-def soak(live: Live, streams: int, *, concurrency: int = 16, warmup: int = 30, seed: int = 0, timeout: float = 30.0) -> SoakResult:
+def soak(
+    live: Live, streams: int, *, concurrency: int = 16, warmup: int = 30, seed: int = 0, timeout: float = 30.0
+) -> SoakResult:
     """Warm up, take the baseline (tasks, memory), run ``streams`` clients, wait for quiescence, measure again."""
     anyio.run(_run_clients, live, range(seed + 10**6, seed + 10**6 + warmup), concurrency)
     c = live.engine.counters

@@ -145,4 +145,5 @@ def test_raw_sse_error_payloads_have_the_protocol_shapes(live: Live) -> None:
             elif path == "/v1/responses":
                 assert last["type"] == "error" and "engine exploded" in last["message"]
             else:
-                assert last["type"] == "error" and last["error"]["type"] and "engine exploded" in last["error"]["message"]
+                assert last["type"] == "error" and last["error"]["type"]
+                assert "engine exploded" in last["error"]["message"]

@@ -24,7 +24,7 @@ import anyio
 import pytest
 
 import deltaflow
-from adversarial import CASES, CHUNK, STREAM_BOUND, TOOLS, VIOLATIONS, Case, measure, within_bound
+from adversarial import CASES, CHUNK, TOOLS, VIOLATIONS, Case, measure, within_bound
 from deltaflow.parsers import registry
 
 SIZE = 1024 * 1024

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from deltaflow.parsers import registry
-
 import deltaflow
 from deltaflow.cli import main
+from deltaflow.parsers import registry
 
 SAMPLE_ARGS = [
     '{"city": "Paris", "unit": "celsius"}',
@@ -216,7 +215,7 @@ def test_missing_command_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_python_dash_m_runs_the_sample() -> None:
     """``python -m deltaflow parse`` works as a subprocess and prints the sample's message."""
     proc = subprocess.run(
-        [sys.executable, "-m", "deltaflow", "parse"], capture_output=True, text=True, encoding="utf-8", timeout=60
+        [sys.executable, "-m", "deltaflow", "parse"], check=False, capture_output=True, text=True, encoding="utf-8", timeout=60
     )
     assert proc.returncode == 0, proc.stderr
     msg = json.loads(proc.stdout)
@@ -227,7 +226,66 @@ def test_python_dash_m_usage_error() -> None:
     """``python -m deltaflow`` reports usage errors on stderr with status 2."""
     proc = subprocess.run(
         [sys.executable, "-m", "deltaflow", "parse", "-", "--tool-parser", "nope"],
-        input="", capture_output=True, text=True, timeout=60,
+        check=False, input="", capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 2
     assert proc.stdout == "" and "error" in proc.stderr and "hermes" in proc.stderr
+
+
+def _serve(monkeypatch: pytest.MonkeyPatch, argv: list[str], env_key: str | None = None) -> tuple[int, Any]:
+    """Run ``deltaflow serve`` with uvicorn.run replaced; return (status, the app it would have served)."""
+    import structlog
+    import uvicorn
+
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: served.update(app=app))
+    monkeypatch.setattr(structlog, "configure", lambda **kwargs: None)  # keep the test process's logging as it is
+    if env_key is None:
+        monkeypatch.delenv("DELTAFLOW_SIGNING_KEY", raising=False)
+    else:
+        monkeypatch.setenv("DELTAFLOW_SIGNING_KEY", env_key)
+    status = main(["serve", "--tokens-per-second", "0", *argv])
+    return status, served.get("app")
+
+
+@pytest.mark.parametrize(
+    ("argv", "env_key", "key"),
+    [(["--signing-key", "opt-secret-1"], None, "opt-secret-1"), ([], "env-secret-2", "env-secret-2"),
+     (["--signing-key", "opt-secret-1"], "env-secret-2", "opt-secret-1")],
+    ids=["option", "environment", "option over environment"],
+)
+def test_serve_signing_key_from_option_or_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], env_key: str | None, key: str
+) -> None:
+    """--signing-key KEY (default $DELTAFLOW_SIGNING_KEY) is the app's signing key; neither key is printed or logged."""
+    from structlog.testing import capture_logs
+
+    from deltaflow import ReasoningSigner
+
+    with capture_logs() as logs:
+        status, app = _serve(monkeypatch, argv, env_key)
+    assert status == 0
+    signature = app.state.deltaflow.signer.sign("thought")
+    assert ReasoningSigner(key).verify("thought", signature)
+    err = capsys.readouterr().err
+    assert "signing key set" in err
+    everything = err + repr(logs) + repr(app.state.deltaflow.signer)
+    assert "opt-secret-1" not in everything and "env-secret-2" not in everything
+
+
+def test_serve_without_signing_key_uses_the_process_key(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """No option and no (or an empty) environment variable: the per-process key."""
+    from deltaflow import ReasoningSigner
+
+    for env_key in (None, ""):
+        status, app = _serve(monkeypatch, [], env_key)
+        assert status == 0
+        assert ReasoningSigner().verify("t", app.state.deltaflow.signer.sign("t"))
+        assert "per-process signing key" in capsys.readouterr().err
+
+
+def test_serve_empty_signing_key_is_a_usage_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--signing-key '' exits 2 with a clear message and serves nothing."""
+    status, app = _serve(monkeypatch, ["--signing-key", ""])
+    assert status == 2 and app is None
+    assert "--signing-key must not be empty" in capsys.readouterr().err

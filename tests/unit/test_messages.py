@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import msgspec
 
-from deltaflow import ChatMessage, DeltaFunctionCall, DeltaMessage, DeltaToolCall, FunctionCall, ToolCall, parse_complete
+from deltaflow import (
+    ChatMessage,
+    DeltaFunctionCall,
+    DeltaMessage,
+    DeltaToolCall,
+    FunctionCall,
+    ToolCall,
+    parse_complete,
+)
 
 
 def test_delta_json_round_trip() -> None:
     """A delta encoded to JSON decodes back to an equal DeltaMessage (clients read the stream this way)."""
     d = DeltaMessage(
-        tool_calls=[DeltaToolCall(index=0, id="call_1", type="function", function=DeltaFunctionCall(name="f", arguments="{"))],
+        tool_calls=[
+            DeltaToolCall(index=0, id="call_1", type="function", function=DeltaFunctionCall(name="f", arguments="{"))
+        ],
         finish_reason="tool_calls",
     )
     assert msgspec.json.decode(msgspec.json.encode(d), type=DeltaMessage) == d
@@ -24,7 +34,9 @@ def test_chat_message_json_round_trip() -> None:
 
 def test_to_dict_shape() -> None:
     """to_dict gives content, reasoning_content and OpenAI-shaped tool_calls; absent text is None, never ""."""
-    m = parse_complete('<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>', tool_parser="hermes", id_factory=lambda: "call_x")
+    m = parse_complete(
+        '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>', tool_parser="hermes", id_factory=lambda: "call_x"
+    )
     assert m.to_dict() == {
         "content": None,
         "reasoning_content": None,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import types
+from importlib.metadata import version
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -17,6 +19,14 @@ def test_all_matches_exports() -> None:
         n for n in dir(deltaflow) if not n.startswith("_") and not isinstance(getattr(deltaflow, n), types.ModuleType)
     }
     assert set(deltaflow.__all__) - {"__version__"} == public
+
+
+def test_version_is_pyprojects() -> None:
+    """deltaflow.__version__ is the installed distribution's version, which is pyproject.toml's."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
+    assert deltaflow.__version__ == version("deltaflow") == declared
 
 
 def test_delta_encodes_as_openai_delta_shape() -> None:

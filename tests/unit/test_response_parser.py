@@ -56,7 +56,8 @@ SCENARIOS = [
         "hmm",
         [("get_weather", '{"city": "Paris"}')],
     ),
-    Scenario("no-argument call", '<tool_call>{"name": "now"}</tool_call>', None, calls=[("now", "{}")], options=HQ_NO_THINK),
+    Scenario("no-argument call", '<tool_call>{"name": "now"}</tool_call>', None, calls=[("now", "{}")],
+             options=HQ_NO_THINK),
     Scenario(
         "several sequential calls",
         call("a", '{"n": 1}') + "\n" + call("b") + "\n\n" + call("c", '{"n": [3]}'),
@@ -64,9 +65,12 @@ SCENARIOS = [
         calls=[("a", '{"n": 1}'), ("b", "{}"), ("c", '{"n": [3]}')],
         options=HQ_NO_THINK,
     ),
-    Scenario("content after a call keeps its newline", "x" + call("f") + "\nafter", "x\nafter", calls=[("f", "{}")], options=HQ_NO_THINK),
-    Scenario("trailing newlines after the last call stay", call("f") + "\n\n", "\n\n", calls=[("f", "{}")], options=HQ_NO_THINK),
-    Scenario("unknown name with tools is content", "hi " + call("other"), "hi " + call("other"), options=HQ_TOOLS | {"reasoning_parser": None}),
+    Scenario("content after a call keeps its newline", "x" + call("f") + "\nafter", "x\nafter", calls=[("f", "{}")],
+             options=HQ_NO_THINK),
+    Scenario("trailing newlines after the last call stay", call("f") + "\n\n", "\n\n", calls=[("f", "{}")],
+             options=HQ_NO_THINK),
+    Scenario("unknown name with tools is content", "hi " + call("other"), "hi " + call("other"),
+             options=HQ_TOOLS | {"reasoning_parser": None}),
     Scenario(
         "block inside reasoning followed by more reasoning is reasoning text",
         "<think>r1" + call("get_weather") + "r2</think>done",
@@ -143,7 +147,8 @@ SCENARIOS = [
     Scenario("held partial opener is released at the end", "a <tool_ca", "a <tool_ca", options=HQ_NO_THINK),
     Scenario("held partial end marker is released at the end", "abc</thi", None, "abc</thi"),
     Scenario("lone < at the end", "x <", "x <", options=HQ_NO_THINK),
-    Scenario("enable_thinking=False: tags are content", "<think>r</think>" + call("f"), "<think>r</think>", calls=[("f", "{}")],
+    Scenario("enable_thinking=False: tags are content", "<think>r</think>" + call("f"), "<think>r</think>",
+             calls=[("f", "{}")],
              options={"tool_parser": "hermes", "reasoning_parser": "qwen3", "enable_thinking": False}),
     Scenario("empty output", "", None),
 ]
@@ -196,7 +201,8 @@ def test_tool_markers_and_payload_only_in_tool_deltas(chunks: str) -> None:
 @pytest.mark.parametrize("chunks", ["whole", "chars", "random"])
 def test_first_delta_of_each_call_has_id_type_and_name(chunks: str) -> None:
     """The first delta of each call carries id, type and name; later ones only the index and arguments."""
-    text = call("a", '{"x": [1, 2, 3], "y": "long text"}') + call("b") + '<tool_call>{"arguments": {"z": 1}, "name": "c"}</tool_call>'
+    text = (call("a", '{"x": [1, 2, 3], "y": "long text"}') + call("b")
+            + '<tool_call>{"arguments": {"z": 1}, "name": "c"}</tool_call>')
     pieces = {"whole": [text], "chars": list(text), "random": random_chunks(text, 7)}[chunks]
     deltas = feed_chunks(pieces, tool_parser="hermes")
     seen: set[int] = set()
@@ -219,7 +225,8 @@ def test_whole_response_in_one_chunk_with_final() -> None:
     text = "<think>r</think>c" + call("f", '{"a": 1}')
     deltas = ResponseParser("hermes", "qwen3").feed(text, final=True)
     assert kinds(deltas) == ["reasoning", "content", "tool"]
-    assert message_key(accumulate(deltas)) == message_key(parse_complete(text, tool_parser="hermes", reasoning_parser="qwen3"))
+    complete = parse_complete(text, tool_parser="hermes", reasoning_parser="qwen3")
+    assert message_key(accumulate(deltas)) == message_key(complete)
 
 
 def test_text_is_released_as_soon_as_it_is_stable() -> None:

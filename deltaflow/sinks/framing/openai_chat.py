@@ -5,9 +5,13 @@ Rules (what the official SDK needs): every tool-call delta has ``index``
 ``function.name`` are sent once, in the first delta of that index. The
 first chunk carries ``role``. The finish reason comes on its own last
 choice chunk; with ``include_usage`` a final chunk with empty ``choices``
-carries ``usage`` (with ``completion_tokens_details.reasoning_tokens``).
+carries ``usage`` (with ``completion_tokens_details.reasoning_tokens``); a
+count that was not measured is ``null`` (``total_tokens`` too unless both
+parts are known; ``completion_tokens_details`` is ``null`` without a
+reasoning count), which the official SDK and Vercel's AI SDK accept.
 Reasoning goes in ``reasoning_content`` (vLLM's field) or ``reasoning``.
-An error becomes an ``{"error": {...}}`` payload.
+An error becomes an ``{"error": {...}}`` payload. :meth:`ChatCompletionsFramer.completion`
+builds the non-streaming ``chat.completion`` body with the same usage.
 
 Speed: most deltas carry one string: content, reasoning, or a fragment of
 one call's arguments. For those the framer does not build the chunk
@@ -22,9 +26,9 @@ from typing import Any
 
 import msgspec
 
-from ...messages import DeltaMessage
+from ...messages import ChatMessage, DeltaMessage
 from ...stages.framer import Usage
-from .base import WireEvent, error_message, new_id, now
+from .base import WireEvent, error_message, failure_status, measured, new_id, now, openai_error_type
 
 __all__ = ("ChatCompletionsFramer",)
 
@@ -67,10 +71,21 @@ class _Details(msgspec.Struct):
 
 
 class _Usage(msgspec.Struct):
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-    completion_tokens_details: _Details
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
+    completion_tokens_details: _Details | None
+
+
+def _usage(usage: Usage | None, prompt_tokens: int | None) -> _Usage:
+    """The usage object: the measured counts, ``null`` where a count is unknown."""
+    prompt, completion, reasoning = measured(usage, prompt_tokens)
+    return _Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=prompt + completion if prompt is not None and completion is not None else None,
+        completion_tokens_details=_Details(reasoning_tokens=reasoning) if reasoning is not None else None,
+    )
 
 
 class _Chunk(msgspec.Struct):
@@ -111,12 +126,22 @@ class ChatCompletionsFramer:
         include_usage: send the final usage chunk (``stream_options.include_usage``).
         reasoning_field: ``"reasoning_content"`` (default) or ``"reasoning"``.
         logprobs: pass the engine logprobs through as ``choices[0].logprobs.content``.
-        prompt_tokens: counted into the usage chunk.
+        prompt_tokens: the prompt's token count when known (an engine's own
+            report takes priority); None: unknown (``null``).
     """
 
     __slots__ = (
-        "id", "model", "created", "_usage", "_delta_cls", "_reasoning_key", "_logprobs", "_prompt_tokens", "_finish",
-        "_text_tpl", "_args_tpl",
+        "_args_tpl",
+        "_delta_cls",
+        "_finish",
+        "_logprobs",
+        "_prompt_tokens",
+        "_reasoning_key",
+        "_text_tpl",
+        "_usage",
+        "created",
+        "id",
+        "model",
     )
 
     def __init__(
@@ -126,7 +151,7 @@ class ChatCompletionsFramer:
         include_usage: bool = False,
         reasoning_field: str = "reasoning_content",
         logprobs: bool = False,
-        prompt_tokens: int = 0,
+        prompt_tokens: int | None = None,
         response_id: str | None = None,
     ) -> None:
         if reasoning_field not in ("reasoning_content", "reasoning"):
@@ -224,7 +249,6 @@ class ChatCompletionsFramer:
         """The finish-reason chunk, then the usage chunk when requested."""
         out = [self._chunk(self._delta_cls(), finish=self._finish or "stop")]
         if self._usage:
-            u = usage or Usage()
             out.append(
                 WireEvent(
                     None,
@@ -233,17 +257,33 @@ class ChatCompletionsFramer:
                         created=self.created,
                         model=self.model,
                         choices=[],
-                        usage=_Usage(
-                            prompt_tokens=self._prompt_tokens,
-                            completion_tokens=u.completion_tokens,
-                            total_tokens=self._prompt_tokens + u.completion_tokens,
-                            completion_tokens_details=_Details(reasoning_tokens=u.reasoning_tokens),
-                        ),
+                        usage=_usage(usage, self._prompt_tokens),
                     ),
                 )
             )
         return out
 
+    def completion(self, message: ChatMessage, usage: Usage | None = None) -> dict[str, Any]:
+        """The non-streaming ``chat.completion`` body of the whole response (usage as in :meth:`finish`)."""
+        msg: dict[str, Any] = {
+            "role": "assistant",
+            "content": message.content,
+            "reasoning_content": message.reasoning_content,
+        }
+        if message.tool_calls:
+            msg["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                for c in message.tool_calls
+            ]
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "message": msg, "finish_reason": message.finish_reason or "stop", "logprobs": None}],
+            "usage": msgspec.to_builtins(_usage(usage, self._prompt_tokens)),
+        }
+
     def error(self, exc: BaseException) -> list[WireEvent]:
-        """An ``{"error": ...}`` payload (the SDK raises it mid-stream)."""
-        return [WireEvent(None, _Error(_ErrorBody(message=error_message(exc))))]
+        """An ``{"error": ...}`` payload (the SDK raises it mid-stream); its type comes from ``ERROR_TYPES``."""
+        return [WireEvent(None, _Error(_ErrorBody(message=error_message(exc), type=openai_error_type(failure_status(exc)))))]

@@ -7,21 +7,65 @@ model's order: a ``reasoning`` item (``response.reasoning_text.delta``), a
 (``response.function_call_arguments.delta`` / ``.done``); every item opens
 with ``response.output_item.added`` and closes with
 ``response.output_item.done`` carrying the complete item. Then
-``response.completed`` with the whole output and usage. Every event has a
-``sequence_number``. An error is an ``error`` event.
+``response.completed`` with the whole output and usage, or, when the engine
+stopped at a limit (finish reason ``length`` or ``content_filter``),
+``response.incomplete`` with ``"status": "incomplete"`` and
+``incomplete_details.reason`` ``max_output_tokens`` or ``content_filter``
+(the item the cut fell in is ``"status": "incomplete"`` too). Every event
+has a ``sequence_number``. An error is an ``error`` event.
+
+Reasoning summary: with ``reasoning_summary=True`` (the request's
+``reasoning: {"summary": ...}``) the reasoning is also sent as summary part
+0 (``response.reasoning_summary_part.added``,
+``response.reasoning_summary_text.delta`` with the same fragments,
+``.done``, ``response.reasoning_summary_part.done``; the item's
+``summary: [{"type": "summary_text", "text": ...}]``), for clients that only
+read summaries. This is the model's raw reasoning, not a summary of it.
+
+Usage: the protocol's counts are integers (the official SDK's types, and
+Vercel's AI SDK requires them in ``response.completed``); a count that was
+not measured is sent as 0 and named in the usage's ``deltaflow_unknown``
+list. :meth:`ResponsesFramer.response` is the final response object, the
+non-streaming body.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ...errors import StateError
 from ...messages import DeltaMessage
 from ...stages.framer import Usage
-from .base import WireEvent, error_message, new_id, now
+from .base import UNKNOWN_KEY, WireEvent, error_message, failure_status, measured, new_id, now, openai_error_type
 
 __all__ = ("ResponsesFramer",)
 
 _REASONING, _MESSAGE, _CALL = "reasoning", "message", "function_call"
+# Finish reasons that end a response as "incomplete", with the reason reported.
+_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+
+def _usage(usage: Usage | None, input_tokens: int | None) -> dict[str, Any]:
+    """The usage object: integers, with 0 for each count not measured, named in ``deltaflow_unknown``."""
+    prompt, completion, reasoning = measured(usage, input_tokens)
+    unknown = ["input_tokens_details.cached_tokens"]  # no engine reports cache hits to deltaflow
+    if prompt is None:
+        unknown.append("input_tokens")
+    if completion is None:
+        unknown.append("output_tokens")
+    if reasoning is None:
+        unknown.append("output_tokens_details.reasoning_tokens")
+    total = prompt + completion if prompt is not None and completion is not None else None
+    if total is None:
+        unknown.append("total_tokens")
+    return {
+        "input_tokens": prompt or 0,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": completion or 0,
+        "output_tokens_details": {"reasoning_tokens": reasoning or 0},
+        "total_tokens": total or 0,
+        UNKNOWN_KEY: unknown,
+    }
 
 
 class ResponsesFramer:
@@ -29,20 +73,33 @@ class ResponsesFramer:
 
     Args:
         model: the model id of the response object.
-        input_tokens: reported in the final usage.
+        input_tokens: the prompt's token count when known (an engine's own
+            report takes priority); None: unknown.
+        response_id: the response id (default: a fresh ``resp_...``).
+        reasoning_summary: also send the reasoning as summary part 0 (see
+            the module docstring: the raw reasoning, not a summary).
     """
 
-    def __init__(self, model: str, *, input_tokens: int = 0, response_id: str | None = None) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        input_tokens: int | None = None,
+        response_id: str | None = None,
+        reasoning_summary: bool = False,
+    ) -> None:
         self.id = response_id or new_id("resp_")
         self.model = model
         self.created_at = now()
         self._input_tokens = input_tokens
+        self._summary = reasoning_summary
         self._seq = 0
         self._output: list[dict[str, Any]] = []
         self._item: dict[str, Any] | None = None
         self._parts: list[str] = []
         self._call_index = -1
         self._finish: str | None = None
+        self._final: dict[str, Any] | None = None
 
     def _event(self, type_: str, **fields: Any) -> WireEvent:
         fields["type"] = type_
@@ -50,7 +107,9 @@ class ResponsesFramer:
         self._seq += 1
         return WireEvent(type_, fields)
 
-    def _response(self, status: str, output: list[dict[str, Any]], usage: Any = None) -> dict[str, Any]:
+    def _response(
+        self, status: str, output: list[dict[str, Any]], usage: Any = None, incomplete: str | None = None
+    ) -> dict[str, Any]:
         return {
             "id": self.id,
             "object": "response",
@@ -63,7 +122,7 @@ class ResponsesFramer:
             "tools": [],
             "usage": usage,
             "error": None,
-            "incomplete_details": None,
+            "incomplete_details": {"reason": incomplete} if incomplete is not None else None,
         }
 
     def start(self) -> list[WireEvent]:
@@ -99,8 +158,19 @@ class ResponsesFramer:
                     part={"type": "reasoning_text", "text": ""},
                 )
             )
+            if self._summary:
+                out.append(
+                    self._event(
+                        "response.reasoning_summary_part.added",
+                        item_id=item["id"],
+                        output_index=idx,
+                        summary_index=0,
+                        part={"type": "summary_text", "text": ""},
+                    )
+                )
 
-    def _close(self, out: list[WireEvent]) -> None:
+    def _close(self, out: list[WireEvent], status: str = "completed") -> None:
+        """Close the open item; ``status`` is ``"incomplete"`` when the response was cut inside it."""
         item = self._item
         if item is None:
             return
@@ -117,7 +187,7 @@ class ResponsesFramer:
                     arguments=text,
                 )
             )
-            done = {**item, "status": "completed", "arguments": text}
+            done = {**item, "status": status, "arguments": text}
         else:  # a message or a reasoning item: one text part
             extra: dict[str, Any]
             if kind == _MESSAGE:
@@ -132,7 +202,30 @@ class ResponsesFramer:
             out.append(
                 self._event("response.content_part.done", item_id=item["id"], output_index=idx, content_index=0, part=part)
             )
-            done = {**item, "status": "completed", "content": [part]}
+            done = {**item, "status": status, "content": [part]}
+            if kind == _REASONING and self._summary:
+                summary = {"type": "summary_text", "text": text}
+                out.append(
+                    self._event(
+                        "response.reasoning_summary_text.done",
+                        item_id=item["id"],
+                        output_index=idx,
+                        summary_index=0,
+                        text=text,
+                    )
+                )
+                cut = {"status": "incomplete"} if status == "incomplete" else {}
+                out.append(
+                    self._event(
+                        "response.reasoning_summary_part.done",
+                        item_id=item["id"],
+                        output_index=idx,
+                        summary_index=0,
+                        part=summary,
+                        **cut,
+                    )
+                )
+                done["summary"] = [summary]
         out.append(self._event("response.output_item.done", output_index=idx, item=done))
         self._output.append(done)
         self._item = None
@@ -146,15 +239,26 @@ class ResponsesFramer:
             if self._item is None or self._item["type"] != _REASONING:
                 self._open(out, {"type": _REASONING, "id": new_id("rs_"), "summary": [], "status": "in_progress"})
             self._parts.append(delta.reasoning_content)
+            item_id = self._item["id"]  # type: ignore[index]
             out.append(
                 self._event(
                     "response.reasoning_text.delta",
-                    item_id=self._item["id"],  # type: ignore[index]
+                    item_id=item_id,
                     output_index=len(self._output),
                     content_index=0,
                     delta=delta.reasoning_content,
                 )
             )
+            if self._summary:
+                out.append(
+                    self._event(
+                        "response.reasoning_summary_text.delta",
+                        item_id=item_id,
+                        output_index=len(self._output),
+                        summary_index=0,
+                        delta=delta.reasoning_content,
+                    )
+                )
         for tc in delta.tool_calls:
             item = self._item
             if tc.function.name is not None or item is None or item["type"] != _CALL or tc.index != self._call_index:
@@ -200,20 +304,27 @@ class ResponsesFramer:
         return out
 
     def finish(self, usage: Usage | None = None) -> list[WireEvent]:
-        """Close the open item; ``response.completed`` (or ``response.incomplete`` on length)."""
+        """Close the open item; ``response.completed``, or ``response.incomplete`` on a ``length`` or ``content_filter`` finish."""
         out: list[WireEvent] = []
-        self._close(out)
-        u = usage or Usage()
-        usage_obj = {
-            "input_tokens": self._input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": u.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
-            "total_tokens": self._input_tokens + u.completion_tokens,
-        }
-        out.append(self._event("response.completed", response=self._response("completed", self._output, usage_obj)))
+        reason = _INCOMPLETE.get(self._finish) if self._finish is not None else None
+        status = "completed" if reason is None else "incomplete"
+        self._close(out, status)
+        self._final = self._response(status, self._output, _usage(usage, self._input_tokens), reason)
+        out.append(self._event("response." + status, response=self._final))
         return out
 
+    def response(self) -> dict[str, Any]:
+        """The final response object (what ``response.completed`` / ``.incomplete`` carried): the non-streaming body.
+
+        Raises:
+            StateError: :meth:`finish` was not called yet.
+        """
+        if self._final is None:
+            raise StateError("ResponsesFramer.response() before finish()")
+        return self._final
+
     def error(self, exc: BaseException) -> list[WireEvent]:
-        """An ``error`` event."""
-        return [self._event("error", code="server_error", message=error_message(exc), param=None)]
+        """An ``error`` event (its code from ``ERROR_TYPES``)."""
+        return [
+            self._event("error", code=openai_error_type(failure_status(exc)), message=error_message(exc), param=None)
+        ]

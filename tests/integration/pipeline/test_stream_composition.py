@@ -115,7 +115,7 @@ async def test_the_redaction_stage_on_generated_outputs() -> None:
 
 
 async def test_a_user_sync_stage_composes() -> None:
-    """A user sync stage (feed/finish) inserted after the reasoning splitter changes only what it is written to change."""
+    """A user sync stage (feed/finish) inserted after the reasoning splitter changes only what it is meant to."""
     pipeline = Pipeline.for_model(**HQ).insert_after("reasoning", "shout", SyncUppercaseReasoning)
     deltas, _ = await collect_pipeline(pipeline, aiter_items(random_chunks(TEXT, 3, 4)))
     want = parse_complete(TEXT, **HQ)

@@ -17,7 +17,10 @@ N_STREAMS = 1000
 
 
 async def test_a_thousand_concurrent_streams() -> None:
-    """1,000 streams of different generated hermes/qwen3 outputs, in small text chunks, run at once; each equals parse_complete."""
+    """1,000 streams of different generated hermes/qwen3 outputs, in small text chunks, run at once.
+
+    Each equals parse_complete.
+    """
     pipeline = Pipeline.for_model(**HQ)
     texts = [hermes_qwen3_output(10_000 + k) for k in range(N_STREAMS)]
     results: list[list[DeltaMessage] | None] = [None] * N_STREAMS

@@ -101,7 +101,7 @@ async def test_deepseek_v31_reasoning_with_cjk_split_across_tokens(shared: Path)
 
 @pytest.mark.parametrize("seed", range(6))
 async def test_tiktoken_surrogate_with_special_markers_matches_parse_complete(shared: Path, seed: int) -> None:
-    """With a tiktoken encoding whose hermes/qwen3 markers are special tokens, markers are kept and <|endoftext|> dropped."""
+    """A tiktoken encoding whose hermes/qwen3 markers are special tokens: markers are kept, <|endoftext|> dropped."""
     enc = load_cl100k_hermes_surrogate(shared)
     text = hermes_qwen3_output(seed)
     ids = [*enc.encode(text, allowed_special="all"), enc.encode_single_token("<|endoftext|>")]
@@ -141,7 +141,10 @@ async def test_a_long_token_stream_through_the_pipeline(shared: Path) -> None:
 
 
 async def test_token_ids_without_a_tokenizer_are_a_stage_error(shared: Path) -> None:
-    """Ids with no tokenizer reach the consumer as StageError(stage="detokenize") caused by a ValueError naming tokenizer=."""
+    """Ids with no tokenizer reach the consumer as StageError(stage="detokenize").
+
+    Its cause is a ValueError naming tokenizer=.
+    """
     with pytest.raises(StageError) as info:
         await collect(aiter_items([[1, 2, 3]]), **HQ)
     assert info.value.stage == "detokenize"

@@ -196,7 +196,7 @@ async def _slow_consumer(pipeline: Pipeline, items: list[str]) -> list[DeltaMess
 
 
 async def test_a_slow_consumer_makes_the_chain_coalesce_and_the_output_is_unchanged() -> None:
-    """With a fast source and a slow consumer the chain runs batches of several chunks; the deltas equal item-by-item runs."""
+    """A fast source and a slow consumer: the chain runs batches of several chunks; deltas equal item-by-item runs."""
     items = [f"w{i} " for i in range(300)]
     probe = BatchProbe()
     got = await _slow_consumer(probed(probe), items)
@@ -242,7 +242,10 @@ def _states() -> list[_MemoryObjectStreamState[Any]]:
     ],
 )
 async def test_tasks_and_memory_streams_of_one_stream(make: Callable[[], Pipeline], tasks: int, streams: int) -> None:
-    """A default stream runs 2 tasks over 2 memory streams (none with prefetch=0: the consumer runs the chain inline); all end and close with it."""
+    """A default stream runs 2 tasks over 2 memory streams; all end and close with it.
+
+    With prefetch=0 there are none: the consumer runs the chain inline.
+    """
     before = weakref.WeakSet(_states())
     base = len(anyio.get_running_tasks())
     pipeline = make()

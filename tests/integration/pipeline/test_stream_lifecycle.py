@@ -123,7 +123,7 @@ class RaiseOn:
 async def test_a_sync_stage_that_raises_reaches_the_consumer_as_stage_error(
     runtime: dict[str, Any], after: str
 ) -> None:
-    """A user sync stage raising mid-stream gives StageError(stage=its name) caused by the original; the source is closed."""
+    """A user sync stage raising mid-stream gives StageError(stage=its name) from the original; the source is closed."""
     original = KeyError("bad item")
     rec = Recorder()
     pipeline = Pipeline.for_model(**HQ, **runtime).insert_after(after, "boom", lambda: RaiseOn(original))
@@ -169,7 +169,10 @@ async def test_a_source_that_raises_is_stage_error_source(runtime: dict[str, Any
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 async def test_a_bad_source_item_names_the_accepted_types(runtime: dict[str, Any]) -> None:
-    """A source item of another type is StageError(stage="source") whose message lists the accepted types and the got one."""
+    """A source item of another type is StageError(stage="source").
+
+    Its message lists the accepted types and the one it got.
+    """
     for bad in (3.5, b"bytes", None, True, [1, "x"], {"text": "hi"}):
         rec = Recorder()
         with leaves_nothing_open(runtime), pytest.raises(StageError) as info:
@@ -235,7 +238,7 @@ async def test_leaving_early_closes_the_source_and_ends_every_task(runtime: dict
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 async def test_leaving_while_the_source_hangs_closes_it(runtime: dict[str, Any]) -> None:
-    """A client that leaves while the engine is silent (the source blocks) still ends the stream and closes the source."""
+    """A client leaving while the engine is silent (the source blocks) still ends the stream and closes the source."""
     rec = Recorder()
     source = IteratorSource(rec, ITEMS, hang_after=3)
     with leaves_nothing_open(runtime):
@@ -280,7 +283,7 @@ async def test_the_consumers_exception_propagates_as_is(runtime: dict[str, Any])
 
 
 async def test_the_consumers_exception_keeps_its_own_context() -> None:
-    """An exception raised inside the block while handling another keeps that one as __context__ (not the task group's)."""
+    """An exception raised in the block while handling another keeps that one as __context__ (not the task group's)."""
     rec = Recorder()
     with pytest.raises(ValueError) as info:
         async with deltaflow.stream(gen_source(rec, ITEMS)) as deltas:
@@ -289,7 +292,7 @@ async def test_the_consumers_exception_keeps_its_own_context() -> None:
                 try:
                     empty["missing"]
                 except KeyError:
-                    raise ValueError("while handling a KeyError")  # implicit __context__: the KeyError
+                    raise ValueError("while handling a KeyError")  # noqa: B904 - implicit __context__: the KeyError
     assert isinstance(info.value.__context__, KeyError), repr(info.value.__context__)
     assert info.value.__suppress_context__ is False
 

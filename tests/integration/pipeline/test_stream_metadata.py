@@ -124,7 +124,7 @@ def _sync_outputs(pipeline: Pipeline, chunks: list[TokenChunk]) -> list[list[Del
 
 
 def _carriers(shared: Path, seed: int) -> tuple[list[TokenChunk], list[list[DeltaMessage]], list[int]]:
-    """Chunks, the deltas each produced (sync, chunk by chunk), and for each chunk the index of the delta with its ids."""
+    """Chunks, the deltas each produced (sync, chunk by chunk), and per chunk the index of the delta with its ids."""
     tok = load_hf(shared, "qwen3")
     ids = _ids(shared, hermes_qwen3_output(seed))
     chunks = _chunks(ids, seed, "stop", max_size=4)
@@ -163,7 +163,7 @@ def test_chunk_metadata_is_on_its_last_delta_or_a_later_one(shared: Path) -> Non
     for seed in SEEDS:
         _, per_chunk, carriers = _carriers(shared, seed)
         start = 0  # index of the first delta the current chunk produced
-        for out, carrier in zip(per_chunk, carriers):
+        for out, carrier in zip(per_chunk, carriers, strict=False):  # per_chunk ends with finish()'s output
             if out:
                 assert carrier == start + len(out) - 1, f"seed={seed}: not on the chunk's last delta"
             else:
@@ -176,7 +176,7 @@ def test_metadata_of_a_silent_chunk_is_on_the_next_delta_emitted(shared: Path) -
     for seed in SEEDS:
         chunks, per_chunk, carriers = _carriers(shared, seed)
         start = 0
-        for k, (out, carrier) in enumerate(zip(per_chunk, carriers)):
+        for k, (out, carrier) in enumerate(zip(per_chunk, carriers, strict=False)):  # and finish()'s output
             if not out:
                 later = [d for o in per_chunk[k + 1 :] for d in o]
                 assert carrier == start, (
@@ -216,7 +216,7 @@ async def test_usage_reasoning_tokens_for_one_token_text_chunks(shared: Path, te
     tok = load_hf(shared, "qwen3")
     ids = _ids(shared, text)
     pieces = token_pieces(tok, ids)
-    chunks = [TokenChunk(token_ids=[i], text=p) for i, p in zip(ids, pieces)]
+    chunks = [TokenChunk(token_ids=[i], text=p) for i, p in zip(ids, pieces, strict=True)]
     _, usage = await collect(aiter_items(chunks), **HQ)
     assert usage.completion_tokens == len(ids)
     assert usage.reasoning_tokens == _reasoning_span_tokens(ids)

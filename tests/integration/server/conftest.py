@@ -12,9 +12,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from conftest_server import start_server  # noqa: E402
+from conftest_server import start_server
 
-from deltaflow.server import create_app  # noqa: E402
+from deltaflow.server import create_app
 
 
 @dataclass

@@ -25,9 +25,8 @@ import httpx
 import openai
 import pytest
 import websockets.sync.client
+from conftest_server import _free_port, start_server
 from websockets.exceptions import ConnectionClosed
-
-from conftest_server import _free_port, start_server  # noqa: E402  (on sys.path via conftest.py)
 
 from deltaflow.server import EngineRequest, ModelInfo, create_app
 from deltaflow.server.app import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS
@@ -258,9 +257,11 @@ def test_cli_serve_takes_the_key_from_the_option_or_the_environment(how: str) ->
     try:
         with openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0) as oai:
             assert oai.chat.completions.create(model=MODEL, messages=[]).choices
-        with openai.OpenAI(base_url=base + "/v1", api_key="wrong", max_retries=0) as bad:
-            with pytest.raises(openai.AuthenticationError):
-                bad.models.list()
+        with (
+            openai.OpenAI(base_url=base + "/v1", api_key="wrong", max_retries=0) as bad,
+            pytest.raises(openai.AuthenticationError),
+        ):
+            bad.models.list()
         big = {"model": MODEL, "messages": [{"role": "user", "content": "x" * 3000}]}
         r = httpx.post(base + "/v1/chat/completions", json=big, headers={"authorization": f"Bearer {KEY}"}, timeout=5)
         assert r.status_code == 413
@@ -390,14 +391,18 @@ def test_concurrent_stream_limit_gives_429_and_a_closed_stream_frees_its_slot(se
         # Non-streaming requests and the other protocols are counted too.
         r = httpx.post(base + "/v1/messages", json={"model": "slow", "max_tokens": 5, "messages": []}, timeout=5)
         _assert_error_shape(r, "anthropic", 429, "too many concurrent streams", "rate_limit_error")
-        with openai.OpenAI(base_url=base + "/v1", api_key="t", max_retries=0) as oai:
-            with pytest.raises(openai.RateLimitError, match="too many concurrent streams"):
-                oai.responses.create(model="slow", input="x", stream=True)
-        with anthropic.Anthropic(base_url=base, api_key="t", max_retries=0) as claude:
-            with pytest.raises(anthropic.RateLimitError):
-                with claude.messages.stream(model="slow", max_tokens=5, messages=[]) as s:
-                    for _ in s:
-                        pass
+        with (
+            openai.OpenAI(base_url=base + "/v1", api_key="t", max_retries=0) as oai,
+            pytest.raises(openai.RateLimitError, match="too many concurrent streams"),
+        ):
+            oai.responses.create(model="slow", input="x", stream=True)
+        with (
+            anthropic.Anthropic(base_url=base, api_key="t", max_retries=0) as claude,
+            pytest.raises(anthropic.RateLimitError),
+            claude.messages.stream(model="slow", max_tokens=5, messages=[]) as s,
+        ):
+            for _ in s:
+                pass
         url = base.replace("http://", "ws://") + "/v1/ws"
         with websockets.sync.client.connect(url) as ws:
             ws.send(json.dumps({"model": "slow", "messages": []}))
@@ -445,9 +450,11 @@ def test_stalled_engine_ends_the_stream_with_an_idle_error_after_heartbeats(serv
     base = serve(app)
     lines: list[str] = []
     t0 = time.monotonic()
-    with httpx.Client(timeout=10) as client:
-        with client.stream("POST", base + "/v1/chat/completions", json={"model": "stall", "messages": [], "stream": True}) as r:
-            lines = list(r.iter_lines())
+    with (
+        httpx.Client(timeout=10) as client,
+        client.stream("POST", base + "/v1/chat/completions", json={"model": "stall", "messages": [], "stream": True}) as r,
+    ):
+        lines = list(r.iter_lines())
     elapsed = time.monotonic() - t0
     assert 0.7 < elapsed < 5
     pings = [i for i, line in enumerate(lines) if line.startswith(": ping")]
@@ -469,11 +476,13 @@ def test_idle_timeout_reaches_every_protocol_as_its_error(serve: Any) -> None:
                 pass
         events = list(oai.responses.create(model="stall", input="x", stream=True))
         assert events[-1].type == "error" and "engine idle for 0.3 s" in events[-1].message
-    with anthropic.Anthropic(base_url=base, api_key="t", max_retries=0) as claude:
-        with pytest.raises(anthropic.APIError, match="engine idle for 0.3 s"):
-            with claude.messages.stream(model="stall", max_tokens=5, messages=[]) as s:
-                for _ in s:
-                    pass
+    with (
+        anthropic.Anthropic(base_url=base, api_key="t", max_retries=0) as claude,
+        pytest.raises(anthropic.APIError, match="engine idle for 0.3 s"),
+        claude.messages.stream(model="stall", max_tokens=5, messages=[]) as s,
+    ):
+        for _ in s:
+            pass
     url = base.replace("http://", "ws://") + "/v1/ws"
     with websockets.sync.client.connect(url) as ws:
         ws.send(json.dumps({"protocol": "messages", "model": "stall", "max_tokens": 5, "messages": []}))

@@ -18,8 +18,6 @@ import websockets.sync.client
 from deltaflow import parse_complete
 from deltaflow.server import ReplayEngine
 
-
-
 ENGINE = ReplayEngine()
 MODELS = [m for m in ENGINE.models()]
 IDS = [m.id for m in MODELS]
@@ -159,7 +157,7 @@ def test_anthropic_messages_stream_accumulates_parse_complete(claude: Any, model
 def test_non_streaming_responses(live_server: Any, protocol: str) -> None:
     """stream=false returns the complete object of each protocol with the parsed calls."""
     model_id = "qwen3-weather"
-    _, expected, names = _expected(model_id)
+    _, expected, _names = _expected(model_id)
     path = {"chat.completions": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}[protocol]
     body: dict[str, Any] = {"model": model_id, "stream": False}
     if protocol == "responses":

@@ -13,11 +13,10 @@ import anyio
 import httpx
 import openai
 import pytest
+from conftest_server import start_server
 
 from deltaflow import TokenChunk
 from deltaflow.server import EngineRequest, create_app
-
-from conftest_server import start_server  # noqa: E402  (tests/integration/server is on sys.path via rootdir conftest)
 
 
 class RecordingEngine:
@@ -62,13 +61,12 @@ def recording() -> Iterator[tuple[RecordingEngine, str]]:
 def test_client_disconnect_closes_the_engine_iterator_within_a_second(recording: tuple[RecordingEngine, str]) -> None:
     """A client that leaves mid-stream makes the server close the engine's iterator promptly."""
     engine, base = recording
-    with httpx.Client(timeout=10) as client:
-        with client.stream(
-            "POST", base + "/v1/chat/completions", json={"model": "rec", "messages": [], "stream": True}
-        ) as r:
-            for line in r.iter_lines():
-                if "word" in line:
-                    break
+    with httpx.Client(timeout=10) as client, client.stream(
+        "POST", base + "/v1/chat/completions", json={"model": "rec", "messages": [], "stream": True}
+    ) as r:
+        for line in r.iter_lines():
+            if "word" in line:
+                break
     t0 = time.monotonic()
     assert engine.closed.wait(1.0), "the engine iterator was not closed within a second"
     assert time.monotonic() - t0 < 1.0
@@ -80,15 +78,19 @@ def test_engine_failure_mid_stream_becomes_the_openai_error_and_the_sdk_raises()
     engine = RecordingEngine(["hello ", "world "] * 5, fail_after=4)
     server, thread, base = start_server(create_app(engine))
     try:
-        with openai.OpenAI(base_url=base + "/v1", api_key="t") as oai:
-            with pytest.raises(openai.APIError, match="engine exploded"):
-                for _ in oai.chat.completions.create(model="rec", messages=[], stream=True):
-                    pass
-        with anthropic.Anthropic(base_url=base, api_key="t") as claude:
-            with pytest.raises(anthropic.APIError, match="engine exploded"):
-                with claude.messages.stream(model="rec", max_tokens=10, messages=[]) as s:
-                    for _ in s:
-                        pass
+        with (
+            openai.OpenAI(base_url=base + "/v1", api_key="t") as oai,
+            pytest.raises(openai.APIError, match="engine exploded"),
+        ):
+            for _ in oai.chat.completions.create(model="rec", messages=[], stream=True):
+                pass
+        with (
+            anthropic.Anthropic(base_url=base, api_key="t") as claude,
+            pytest.raises(anthropic.APIError, match="engine exploded"),
+            claude.messages.stream(model="rec", max_tokens=10, messages=[]) as s,
+        ):
+            for _ in s:
+                pass
         # The server stays healthy for the next request.
         r = httpx.get(base + "/v1/models", timeout=5)
         assert r.status_code == 200
@@ -102,15 +104,14 @@ def test_idle_stream_gets_heartbeat_comments(recording: tuple[RecordingEngine, s
     engine, base = recording
     engine.delay = 0.5
     pings = 0
-    with httpx.Client(timeout=10) as client:
-        with client.stream(
-            "POST", base + "/v1/chat/completions", json={"model": "rec", "messages": [], "stream": True}
-        ) as r:
-            for line in r.iter_lines():
-                if line.startswith(": ping"):
-                    pings += 1
-                    if pings == 2:
-                        break
+    with httpx.Client(timeout=10) as client, client.stream(
+        "POST", base + "/v1/chat/completions", json={"model": "rec", "messages": [], "stream": True}
+    ) as r:
+        for line in r.iter_lines():
+            if line.startswith(": ping"):
+                pings += 1
+                if pings == 2:
+                    break
     assert pings == 2
 
 
@@ -181,11 +182,13 @@ def test_custom_function_engine_with_token_ids(shared: Any) -> None:
         create_app(engine, tool_parser="hermes", reasoning_parser="qwen3", tokenizer=tok, model="mine")
     )
     try:
-        with openai.OpenAI(base_url=base + "/v1", api_key="t") as oai:
-            with oai.chat.completions.stream(model="mine", messages=[]) as s:
-                for _ in s:
-                    pass
-                msg = s.get_final_completion().choices[0].message
+        with (
+            openai.OpenAI(base_url=base + "/v1", api_key="t") as oai,
+            oai.chat.completions.stream(model="mine", messages=[]) as s,
+        ):
+            for _ in s:
+                pass
+            msg = s.get_final_completion().choices[0].message
         assert msg.content == "Sure."
         assert [(c.function.name, json.loads(c.function.arguments)) for c in msg.tool_calls or []] == [("f", {"x": "東京"})]
     finally:

@@ -209,7 +209,7 @@ def test_random_values_complete_on_random_splits() -> None:
     for sample in SAMPLES:
         rnd = random.Random(sample.seed)
         cuts = sorted(rnd.sample(range(1, len(sample.text)), min(6, len(sample.text) - 1)))
-        pieces = [sample.text[a:b] for a, b in zip([0, *cuts], [*cuts, len(sample.text)])]
+        pieces = [sample.text[a:b] for a, b in zip([0, *cuts], [*cuts, len(sample.text)], strict=True)]
         for label, pcs in (("chars", list(sample.text)), ("random", pieces)):
             run = scan_pieces(pcs)
             assert run.scanner.done and run.consumed == len(sample.text), f"{sample!r} {label}: {sample.text!r}"

@@ -45,10 +45,10 @@ PLANS = [
     PlanCase("type list", {"type": ["integer", "null"]}, ValuePlan(("integer",), True)),
     PlanCase("string or object", {"type": ["string", "object"]}, ValuePlan(("object",))),
     PlanCase("anyOf nullable string", {"anyOf": [{"type": "string"}, {"type": "null"}]}, ValuePlan((), True)),
-    PlanCase(
-        "oneOf array or null", {"oneOf": [{"type": "array", "items": {}}, {"type": "null"}]}, ValuePlan(("array",), True)
-    ),
-    PlanCase("anyOf keeps order", {"anyOf": [{"type": "boolean"}, {"type": "number"}]}, ValuePlan(("boolean", "number"))),
+    PlanCase("oneOf array or null", {"oneOf": [{"type": "array", "items": {}}, {"type": "null"}]},
+             ValuePlan(("array",), True)),
+    PlanCase("anyOf keeps order", {"anyOf": [{"type": "boolean"}, {"type": "number"}]},
+             ValuePlan(("boolean", "number"))),
     PlanCase("enum of strings", {"enum": ["celsius", "fahrenheit"]}, STRING_PLAN),
     PlanCase("enum of ints", {"enum": [1, 2, None]}, ValuePlan(("integer",), True)),
     PlanCase("const", {"const": True}, ValuePlan(("boolean",))),
@@ -147,12 +147,14 @@ CONVERSIONS = [
     Conv("invalid object is a string", {"type": "object"}, "{not json", "{not json"),
     Conv("quoted JSON object", {"type": "object"}, '"{\\"a\\": 1}"', {"a": 1}),
     Conv("backslash-escaped object", {"type": "array"}, '[{\\"id\\": \\"1\\"}]', [{"id": "1"}]),
-    Conv("Python literal", {"type": "object"}, "{'k': True, 'n': None, 't': (1, 2)}", {"k": True, "n": None, "t": [1, 2]}),
+    Conv("Python literal", {"type": "object"}, "{'k': True, 'n': None, 't': (1, 2)}",
+         {"k": True, "n": None, "t": [1, 2]}),
     Conv("quoted Python literal", {"type": "object"}, "\"{'k': 'v'}\"", {"k": "v"}),
     Conv("Python literal of the wrong kind", {"type": "object"}, "[1, 2]", "[1, 2]"),
     Conv("Python set is not JSON", {"type": "array"}, "[{1, 2}]", "[{1, 2}]"),
     Conv("Python float inf is not JSON", {"type": "object"}, "{'a': 1e999}", "{'a': 1e999}"),
-    Conv("Python code is never run", {"type": "object"}, "{__import__('os').getcwd(): 1}", "{__import__('os').getcwd(): 1}"),
+    Conv("Python code is never run", {"type": "object"}, "{__import__('os').getcwd(): 1}",
+         "{__import__('os').getcwd(): 1}"),
     Conv("union: typed reading first", {"type": ["string", "integer"]}, "42", 42),
     Conv("union: string when nothing else fits", {"type": ["string", "integer"]}, "2 dollars", "2 dollars"),
     Conv("union with object", {"type": ["string", "object"]}, '{"a": 1}', {"a": 1}),
@@ -258,7 +260,10 @@ _PIECES = st.sampled_from(
 @settings(max_examples=500)
 @given(schema=_SCHEMAS, pieces=st.lists(_PIECES, max_size=10), plan_json=st.booleans())
 def test_tentative_agrees_with_convert(schema: Any, pieces: list[str], plan_json: bool) -> None:
-    """Once a prefix is "no", it stays "no" and the whole value converts to the string; a typed result was never "no"."""
+    """Once a prefix is "no", it stays "no" and the whole value converts to the string.
+
+    A typed result was never "no".
+    """
     plan = JSON_PLAN if plan_json else plan_for_schema(schema)
     text = "".join(pieces)
     verdicts = [tentative(plan, text[:i]) for i in range(len(text) + 1)]

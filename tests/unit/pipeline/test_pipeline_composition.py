@@ -64,7 +64,7 @@ def test_build_makes_fresh_named_instances() -> None:
     p = Pipeline.for_model(tool_parser="hermes").insert_after("router", "my_tap", Tap)
     first, second = p.build(), p.build()
     assert [s.name for s in first] == p.names
-    assert all(a is not b for a, b in zip(first, second))
+    assert all(a is not b for a, b in zip(first, second, strict=True))
     assert isinstance(first[-1], DeltaFramer)
 
 

@@ -125,3 +125,14 @@ def test_no_invented_empty_arguments_on_any_cut_of_the_corpus() -> None:
             assert not invented, f"{v['id']} cut at {cut}: {text[max(0, cut - 60):cut]!r} gave {invented}"
             checked += 1
     assert checked > 500
+
+
+@pytest.mark.parametrize(("blanks", "is_call"), [(100, True), (4000, True), (5000, False)])
+def test_the_hold_before_the_payload_is_bounded(blanks: int, is_call: bool) -> None:
+    """A named call whose payload has not begun within COMMIT_HOLD_MAX characters is no call: it is text, whole."""
+    text = "<|tool_call>call:get_weather{" + " " * blanks + "city:<|\"|>Paris<|\"|>}<tool_call|>"
+    m = check_chunkings(text, tool_parser="gemma4", seeds=range(2))
+    if is_call:
+        assert [(c.function.name, c.function.arguments) for c in m.tool_calls] == [("get_weather", '{"city": "Paris"}')]
+    else:
+        assert m.tool_calls == [] and m.content == text

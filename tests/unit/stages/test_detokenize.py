@@ -185,7 +185,7 @@ def _invalid(enc: Any, token_id: int) -> bool:
 
 
 def test_tiktoken_cl100k_decodes_split_characters(cl100k: Any) -> None:
-    """cl100k_base (loaded offline through tiktoken.get_encoding) decodes split characters whole; <|endoftext|> is dropped."""
+    """cl100k_base (loaded offline by tiktoken.get_encoding) decodes split characters whole; drops <|endoftext|>."""
     ids = cl100k.encode(MULTI_BYTE)
     assert sum(_invalid(cl100k, i) for i in ids) >= 3
     eot = cl100k.encode_single_token("<|endoftext|>")

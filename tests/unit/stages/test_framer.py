@@ -15,7 +15,8 @@ def kinds(deltas: list[DeltaMessage]) -> list[str]:
     """The kind of each delta: "content", "reasoning" or "tool"."""
     out = []
     for d in deltas:
-        parts = [k for k, v in (("content", d.content), ("reasoning", d.reasoning_content), ("tool", d.tool_calls)) if v]
+        fields = (("content", d.content), ("reasoning", d.reasoning_content), ("tool", d.tool_calls))
+        parts = [k for k, v in fields if v]
         assert len(parts) == 1, d
         out.append(parts[0])
     return out
@@ -55,7 +56,8 @@ def test_first_fragment_of_a_call_has_id_type_and_name() -> None:
     ]
     (d,) = DeltaFramer().frame(items)
     (tc,) = d.tool_calls
-    assert (tc.index, tc.id, tc.type, tc.function.name, tc.function.arguments) == (0, "call_x", "function", "f", '{"a": 1}')
+    got = (tc.index, tc.id, tc.type, tc.function.name, tc.function.arguments)
+    assert got == (0, "call_x", "function", "f", '{"a": 1}')
 
 
 def test_named_fragment_without_arguments_has_no_arguments_field() -> None:

@@ -100,7 +100,11 @@ def test_call_numbers_are_sequential() -> None:
 
 @pytest.mark.parametrize(
     ("after", "label"),
-    [(ChannelText(R, " more"), "more reasoning"), (ChannelText(C, ""), "the end of reasoning"), (ChannelText(C, "x"), "content")],
+    [
+        (ChannelText(R, " more"), "more reasoning"),
+        (ChannelText(C, ""), "the end of reasoning"),
+        (ChannelText(C, "x"), "content"),
+    ],
 )
 def test_blocks_inside_reasoning_followed_by_text_are_reasoning_text(after: ChannelText, label: str) -> None:
     """Blocks inside reasoning followed by more text were only thought: their raw text is reasoning, verbatim,
