@@ -30,6 +30,7 @@ from .errors import DeltaflowError
 from .parsers import registry
 from .pipeline.sync import ResponseParser, accumulate
 from .presets import resolve_model
+from .stages.tool_feeder import TOOL_CALLS_IN_REASONING
 
 __all__ = ("main",)
 
@@ -99,6 +100,15 @@ def _build_parser() -> argparse.ArgumentParser:
             "the prompt opened the reasoning block, so the output starts inside it; with "
             "--no-reasoning-starts-open reasoning starts only at a marker the model writes "
             "(default: the reasoning parser's own)"
+        ),
+    )
+    p.add_argument(
+        "--tool-calls-in-reasoning",
+        choices=TOOL_CALLS_IN_REASONING,
+        default="trailing",
+        help=(
+            "what a tool block inside reasoning is: trailing (a call only when the output ends after it), "
+            "always (a call at once), never (reasoning text) (default: trailing)"
         ),
     )
     p.add_argument(
@@ -179,6 +189,12 @@ def _build_parser() -> argparse.ArgumentParser:
         help="end a stream with an error event when the engine produces nothing for this long (default: none)",
     )
     s.add_argument(
+        "--tool-calls-in-reasoning",
+        choices=TOOL_CALLS_IN_REASONING,
+        default="trailing",
+        help="what a tool block inside reasoning is: trailing, always or never (default: trailing)",
+    )
+    s.add_argument(
         "--signing-key",
         metavar="KEY",
         default=None,
@@ -247,6 +263,7 @@ def _cmd_parse(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
         False if args.no_thinking else None,
         chunking=args.chunking,
         reasoning_starts_open=args.reasoning_starts_open,
+        tool_calls_in_reasoning=args.tool_calls_in_reasoning,
     )
     text = _read_text(args.file, stdin)
     size = args.chunk_size or max(len(text), 1)
@@ -309,6 +326,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_streams=args.max_concurrent_streams,
         idle_timeout=args.idle_timeout,
         signing_key=signing_key,
+        tool_calls_in_reasoning=args.tool_calls_in_reasoning,
     )
     # Never print either key: only whether one is set.
     sys.stderr.write(

@@ -57,6 +57,7 @@ from ..sinks.collect import collect_async
 from ..sinks.framing import AnthropicFramer, ChatCompletionsFramer, ResponsesFramer
 from ..sinks.framing.base import Framer, WireEvent, anthropic_error_type, failure_status, openai_error_type
 from ..sinks.sse import SSEResponse, run_framed
+from ..stages.tool_feeder import TOOL_CALLS_IN_REASONING
 from ..tools import ToolSpec, normalize_tools
 from .engine import Engine, EngineRequest, FunctionEngine, ModelInfo, ReplayEngine
 from .limits import BodyTooLarge, EngineIdleError, StreamSlots, idle_guard, key_matches, read_body
@@ -217,6 +218,7 @@ class DeltaflowApp:
         max_streams: int | None = None,
         idle_timeout: float | None = None,
         signer: ReasoningSigner | None = None,
+        tool_calls_in_reasoning: str = "trailing",
     ) -> None:
         self.engine = engine
         self.signer = signer if signer is not None else ReasoningSigner()
@@ -225,6 +227,7 @@ class DeltaflowApp:
         self.max_body_bytes = max_body_bytes
         self.slots = StreamSlots(max_streams)
         self.idle_timeout = idle_timeout
+        self.tool_calls_in_reasoning = tool_calls_in_reasoning
         self.models = {m.id: m for m in engine.models()}
 
     def authorized(self, headers: Any, protocol: str) -> bool:
@@ -320,6 +323,7 @@ class DeltaflowApp:
                 tools=tools,
                 enable_thinking=p.enable_thinking,
                 tokenizer=p.info.tokenizer,
+                tool_calls_in_reasoning=self.tool_calls_in_reasoning,
                 prefetch=0,
             )
 
@@ -435,6 +439,7 @@ def create_app(
     max_streams: int | None = DEFAULT_MAX_STREAMS,
     idle_timeout: float | None = None,
     signing_key: bytes | str | None = None,
+    tool_calls_in_reasoning: str = "trailing",
 ) -> Starlette:
     """Build the ASGI app.
 
@@ -471,13 +476,22 @@ def create_app(
             ``/v1/messages`` (:class:`~deltaflow.signing.ReasoningSigner`;
             replicas with the same key verify each other's). None: a random
             key per process (a warning is logged once).
+        tool_calls_in_reasoning: what a tool block inside reasoning is, for
+            every model served: ``"trailing"`` (default), ``"always"`` or
+            ``"never"`` (see :class:`~deltaflow.ResponseParser`).
 
     Returns:
         A Starlette application.
 
     Raises:
-        ValueError: a limit is not positive, or ``signing_key`` is empty.
+        ValueError: a limit is not positive, ``signing_key`` is empty, or
+            ``tool_calls_in_reasoning`` is not one of the policies.
     """
+    if tool_calls_in_reasoning not in TOOL_CALLS_IN_REASONING:
+        raise ValueError(
+            f"tool_calls_in_reasoning must be one of {', '.join(map(repr, TOOL_CALLS_IN_REASONING))}, "
+            f"got {_short(tool_calls_in_reasoning)}"
+        )
     for name, value in (("max_body_bytes", max_body_bytes), ("max_streams", max_streams), ("idle_timeout", idle_timeout)):
         if value is not None and value <= 0:
             raise ValueError(f"{name} must be positive or None, got {_short(value)}")
@@ -497,6 +511,7 @@ def create_app(
         max_streams=max_streams,
         idle_timeout=idle_timeout,
         signer=ReasoningSigner(signing_key),
+        tool_calls_in_reasoning=tool_calls_in_reasoning,
     )
 
     async def models(request: Request) -> Response:

@@ -289,3 +289,40 @@ def test_serve_empty_signing_key_is_a_usage_error(monkeypatch: pytest.MonkeyPatc
     status, app = _serve(monkeypatch, ["--signing-key", ""])
     assert status == 2 and app is None
     assert "--signing-key must not be empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flag", "calls", "reasoning"),
+    [
+        ([], [], 'Check. <tool_call>{"name": "f", "arguments": {}}</tool_call> Then.'),
+        (["--tool-calls-in-reasoning", "always"], [("f", "{}")], "Check.  Then."),
+        (["--tool-calls-in-reasoning", "never"], [], 'Check. <tool_call>{"name": "f", "arguments": {}}</tool_call> Then.'),
+    ],
+)
+def test_tool_calls_in_reasoning_flag(
+    tmp_path: Path, flag: list[str], calls: list[tuple[str, str]], reasoning: str
+) -> None:
+    """``--tool-calls-in-reasoning`` picks what a block inside reasoning is."""
+    f = tmp_path / "out.txt"
+    f.write_text('Check. <tool_call>{"name": "f", "arguments": {}}</tool_call> Then.</think>ok', encoding="utf-8")
+    status, out = run(["parse", str(f), "--tool-parser", "hermes", "--reasoning-parser", "qwen3", *flag])
+    assert status == 0
+    m = json.loads(out)
+    assert [(c["function"]["name"], c["function"]["arguments"]) for c in m["tool_calls"]] == calls
+    assert (m["reasoning_content"], m["content"]) == (reasoning, "ok")
+
+
+def test_tool_calls_in_reasoning_bad_value_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown policy is a usage error naming the accepted ones."""
+    with pytest.raises(SystemExit) as exc:
+        run(["parse", "-", "--tool-calls-in-reasoning", "sometimes"])
+    assert exc.value.code == 2
+    assert "trailing" in capsys.readouterr().err
+
+
+def test_serve_tool_calls_in_reasoning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve --tool-calls-in-reasoning always`` configures the app."""
+    status, app = _serve(monkeypatch, ["--tool-calls-in-reasoning", "always"])
+    assert status == 0 and app.state.deltaflow.tool_calls_in_reasoning == "always"
+    status, app = _serve(monkeypatch, [])
+    assert status == 0 and app.state.deltaflow.tool_calls_in_reasoning == "trailing"
