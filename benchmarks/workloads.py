@@ -282,7 +282,7 @@ def registry_names() -> tuple[frozenset[str], frozenset[str]]:
     """The tool and reasoning parser names registered right now."""
     from deltaflow.parsers import registry
 
-    return frozenset(registry.tool_parser_names()), frozenset(registry.reasoning_parser_names())
+    return frozenset(registry.tool_dialect_names()), frozenset(registry.reasoning_dialect_names())
 
 
 def missing_parsers(wl: Workload) -> str | None:

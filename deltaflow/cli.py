@@ -137,7 +137,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="stream a bundled transcript live through the full pipeline",
         description=(
             "Stream a bundled model output, tokenized with a real tokenizer, through the full async pipeline "
-            "(detokenize -> router -> reasoning -> tools -> identity -> name filter -> framer) and show reasoning, "
+            "(detokenize -> router -> reasoning -> tools -> identity -> name filter -> assembler) and show reasoning, "
             "content and tool calls as they arrive, then the final message."
         ),
     )
@@ -252,9 +252,9 @@ def _cmd_parse(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
         tool_parser = tool_parser or _SAMPLE_TOOL_PARSER
         reasoning_parser = reasoning_parser or _SAMPLE_REASONING_PARSER
     if tool_parser is not None:
-        registry.get_tool_parser(tool_parser)  # unknown names fail before any input is read
+        registry.get_tool_dialect(tool_parser)  # unknown names fail before any input is read
     if reasoning_parser is not None:
-        registry.get_reasoning_parser(reasoning_parser)
+        registry.get_reasoning_dialect(reasoning_parser)
     tools = _read_tools(args.tools, sample and args.tools is None and args.tool_parser is None and args.model is None)
     parser = ResponseParser(
         tool_parser,
@@ -282,14 +282,14 @@ def _cmd_parse(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
 
 def _cmd_parsers(stdout: TextIO) -> int:
     stdout.write("tool parsers:\n")
-    for name in registry.tool_parser_names():
-        d = registry.get_tool_parser(name)
+    for name in registry.tool_dialect_names():
+        d = registry.get_tool_dialect(name)
         stdout.write(f"  {name:<16} {d.description}\n")
         if d.families:
             stdout.write(f"  {'':<16} models: {', '.join(d.families)}\n")
     stdout.write("reasoning parsers:\n")
-    for name in registry.reasoning_parser_names():
-        r = registry.get_reasoning_parser(name)
+    for name in registry.reasoning_dialect_names():
+        r = registry.get_reasoning_dialect(name)
         if r.inline:
             opens = f"not split: the output is content, with {r.start} put back in front"
         elif r.starts_open and r.default_enabled:

@@ -9,16 +9,16 @@ The flow through the stages is::
         --tool block feeder-->  ChannelText | ToolDelta   (raw events of the dialect's tool parser)
         --identity-first buffer--> ChannelText | ToolDelta (first event of a call names it)
         --name filter/reindexer--> ChannelText | CallDelta (accepted calls only, dense indexes)
-        --framer--> DeltaMessage
+        --assembler--> DeltaMessage
 
 Raw model text travels as ``str`` (immutable). After the outputs one engine
 chunk caused, every stage forwards that chunk's :class:`ChunkEnd` unchanged
-(the reasoning splitter fills in ``reasoning_tokens``); the framer attaches
+(the reasoning splitter fills in ``reasoning_tokens``); the assembler attaches
 its metadata to the last delta of the chunk, or to the next delta emitted.
 
 An engine chunk's :class:`EngineUsage` (token counts the engine reports)
 is emitted first among that chunk's items; every stage passes it through
-like any item it does not handle, and the framer takes it into the usage.
+like any item it does not handle, and the assembler takes it into the usage.
 
 Every :class:`ToolDelta` carries the ``raw`` model text it accounts for, so a
 call that is rejected (unknown name, malformed before its name) is surfaced
@@ -113,7 +113,7 @@ class ChannelText(msgspec.Struct, frozen=True, tag=True, gc=False):
 
     The text may be empty: the reasoning splitter emits an empty content
     text where the end marker closed reasoning, so later stages see the
-    channel change even when no content follows (the framer ignores it).
+    channel change even when no content follows (the assembler ignores it).
     """
 
     channel: Channel

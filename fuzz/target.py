@@ -76,7 +76,7 @@ def main(argv: list[str]) -> None:
         rnd = random.Random(int(argv[argv.index("--seed") + 1]) if "--seed" in argv else 0)
         import deltaflow.parsers.registry as registry
 
-        markers = [m for tp, _ in FAMILIES[family] for m in registry.get_tool_parser(tp).markers] or ["<f>", "</f>"]
+        markers = [m for tp, _ in FAMILIES[family] for m in registry.get_tool_dialect(tp).markers] or ["<f>", "</f>"]
         pieces = markers + ['{"name": "f", "arguments": {"a": "', "}", "]", '"', "\\", "\n", "f(", "é", "\ud800"]
         for _ in range(n):
             text = "".join(rnd.choice(pieces) if rnd.random() < 0.5 else chr(rnd.randrange(32, 0x3000))

@@ -23,19 +23,19 @@ __all__ = ("MarkerHoldback",)
 
 @lru_cache(maxsize=1024)
 def _table(
-    markers: tuple[str, ...], token_prefixes: tuple[str, ...], mode: str
+    markers: tuple[str, ...], token_prefixes: tuple[str, ...], chunking: str
 ) -> tuple[frozenset[str], frozenset[str], int]:
     """The held prefixes, their first characters and the longest one's length."""
-    if mode == "any":
+    if chunking == "any":
         prefixes = {m[:k] for m in markers for k in range(1, len(m))}
-    elif mode == "tokens":
+    elif chunking == "tokens":
         prefixes = set()
         for p in token_prefixes:
             if not any(m.startswith(p) and len(p) < len(m) for m in markers):
                 continue  # a prefix of a marker this holdback does not watch
             prefixes.add(p)
     else:
-        raise ValueError(f"chunking must be 'any' or 'tokens', got {mode!r}")
+        raise ValueError(f"chunking must be 'any' or 'tokens', got {chunking!r}")
     return frozenset(prefixes), frozenset(p[0] for p in prefixes), max((len(p) for p in prefixes), default=0)
 
 
@@ -44,9 +44,9 @@ class MarkerHoldback:
 
     Args:
         markers: the markers to watch for.
-        token_prefixes: for ``mode="tokens"``, the prefixes a real tokenizer
+        token_prefixes: for ``chunking="tokens"``, the prefixes a real tokenizer
             can leave at a token boundary.
-        mode: ``"any"`` or ``"tokens"``.
+        chunking: ``"any"`` or ``"tokens"``.
     """
 
     __slots__ = ("_prefixes", "_firsts", "_maxlen", "_first")
@@ -55,10 +55,10 @@ class MarkerHoldback:
         self,
         markers: Iterable[str],
         token_prefixes: Iterable[str] = (),
-        mode: str = "any",
+        chunking: str = "any",
     ) -> None:
         # One table per distinct declaration, shared by every response that uses it.
-        self._prefixes, self._firsts, self._maxlen = _table(tuple(markers), tuple(token_prefixes), mode)
+        self._prefixes, self._firsts, self._maxlen = _table(tuple(markers), tuple(token_prefixes), chunking)
         # With one first character (the common case: markers that all start with "<" or "["), candidates
         # are found with str.find instead of a Python loop over the window.
         self._first = next(iter(self._firsts)) if len(self._firsts) == 1 else None

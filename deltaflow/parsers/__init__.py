@@ -1,24 +1,24 @@
 """Model protocols: dialect declarations, drivers and the registry (sans-IO)."""
 
 from . import registry as registry
-from .base import ToolParserBase as ToolParserBase
+from .base import DriverBase as DriverBase
 from .dialects.json_tools import json_envelope_dialect as json_envelope_dialect
-from .json_envelope import JsonEnvelopeParser as JsonEnvelopeParser
-from .json_envelope import JsonEnvelopeSpec as JsonEnvelopeSpec
-from .spec import ReasoningSpec as ReasoningSpec
+from .drivers.json_envelope import JsonEnvelopeDriver as JsonEnvelopeDriver
+from .drivers.json_envelope import JsonEnvelopeFormat as JsonEnvelopeFormat
+from .spec import ReasoningDialect as ReasoningDialect
 from .spec import ToolDialect as ToolDialect
-from .spec import ToolParser as ToolParser
-from .spec import ToolParserContext as ToolParserContext
+from .spec import ToolDriver as ToolDriver
+from .spec import DriverContext as DriverContext
 from .token_reasoning import TokenReasoning as TokenReasoning
 
 __all__ = (
-    "JsonEnvelopeParser",
-    "JsonEnvelopeSpec",
-    "ReasoningSpec",
+    "JsonEnvelopeDriver",
+    "JsonEnvelopeFormat",
+    "ReasoningDialect",
     "ToolDialect",
-    "ToolParser",
-    "ToolParserBase",
-    "ToolParserContext",
+    "ToolDriver",
+    "DriverBase",
+    "DriverContext",
     "TokenReasoning",
     "json_envelope_dialect",
     "registry",

@@ -9,7 +9,7 @@ the next :meth:`emit`, or is surfaced by :meth:`abort` if the block breaks.
 Never attribute text at a chunk end (use :meth:`hold` there).
 
 A subclass implements :meth:`feed_tool_block` (the contract is
-:class:`~deltaflow.parsers.spec.ToolParser`): call :meth:`begin` first,
+:class:`~deltaflow.parsers.spec.ToolDriver`): call :meth:`begin` first,
 consume from ``start``, :meth:`emit` events at structural points,
 :meth:`hold` at the end of the call, :meth:`finish_block` when the block is
 over, :meth:`abort` when it cannot go on.
@@ -26,15 +26,15 @@ only the number of events it is split into differs.
 from __future__ import annotations
 
 from ..items import ChannelText, ToolDelta
-from .spec import ToolParserContext
+from .spec import DriverContext
 
-__all__ = ("BLANK_RUN_MAX", "ToolParserBase")
+__all__ = ("BLANK_RUN_MAX", "DriverBase")
 
 BLANK_RUN_MAX = 256
 """A longer run of whitespace inside a named call is attributed to the call as it is read."""
 
 
-class ToolParserBase:
+class DriverBase:
     """Shared machinery of tool parsers (see the module docstring).
 
     Attributes:
@@ -52,7 +52,7 @@ class ToolParserBase:
         "_blank_run", "_blank_end",
     )
 
-    def __init__(self, ctx: ToolParserContext) -> None:
+    def __init__(self, ctx: DriverContext) -> None:
         self.done = False
         self.named = False
         self.committed = False
@@ -67,7 +67,7 @@ class ToolParserBase:
 
     # -- to override ------------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
-        """Consume ``text[start:]``; see :class:`~deltaflow.parsers.spec.ToolParser`.
+        """Consume ``text[start:]``; see :class:`~deltaflow.parsers.spec.ToolDriver`.
 
         The default runs the machine (:meth:`_run`) and, while the block is not done, holds the
         unconsumed tail; a parser whose end of input needs more (cut scalars, sections) overrides it.

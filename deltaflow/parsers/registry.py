@@ -2,31 +2,31 @@
 
 Registering a new dialect takes a few lines::
 
-    from deltaflow.parsers import JsonEnvelopeSpec, json_envelope_dialect, registry
+    from deltaflow.parsers import JsonEnvelopeFormat, json_envelope_dialect, registry
 
-    registry.register_tool_parser(json_envelope_dialect(
-        "my_model", JsonEnvelopeSpec(open=("<call>",), close="</call>")))
+    registry.register_tool_dialect(json_envelope_dialect(
+        "my_model", JsonEnvelopeFormat(open=("<call>",), close="</call>")))
 """
 
 from __future__ import annotations
 
 from ..errors import UnknownParserError
-from .spec import ReasoningSpec, ToolDialect
+from .spec import ReasoningDialect, ToolDialect
 
 __all__ = (
-    "get_reasoning_parser",
-    "get_tool_parser",
-    "reasoning_parser_names",
-    "register_reasoning_parser",
-    "register_tool_parser",
-    "tool_parser_names",
+    "get_reasoning_dialect",
+    "get_tool_dialect",
+    "reasoning_dialect_names",
+    "register_reasoning_dialect",
+    "register_tool_dialect",
+    "tool_dialect_names",
 )
 
 _TOOL: dict[str, ToolDialect] = {}
-_REASONING: dict[str, ReasoningSpec] = {}
+_REASONING: dict[str, ReasoningDialect] = {}
 
 
-def register_tool_parser(dialect: ToolDialect, *, replace: bool = False) -> ToolDialect:
+def register_tool_dialect(dialect: ToolDialect, *, replace: bool = False) -> ToolDialect:
     """Register a tool dialect under ``dialect.name``.
 
     Args:
@@ -47,17 +47,17 @@ def register_tool_parser(dialect: ToolDialect, *, replace: bool = False) -> Tool
     return dialect
 
 
-def register_reasoning_parser(spec: ReasoningSpec, *, replace: bool = False) -> ReasoningSpec:
-    """Register a reasoning protocol under ``spec.name`` (see :func:`register_tool_parser`)."""
-    if not isinstance(spec, ReasoningSpec):
-        raise TypeError(f"expected a ReasoningSpec, got {type(spec).__name__}")
+def register_reasoning_dialect(spec: ReasoningDialect, *, replace: bool = False) -> ReasoningDialect:
+    """Register a reasoning protocol under ``spec.name`` (see :func:`register_tool_dialect`)."""
+    if not isinstance(spec, ReasoningDialect):
+        raise TypeError(f"expected a ReasoningDialect, got {type(spec).__name__}")
     if spec.name in _REASONING and not replace:
         raise ValueError(f"reasoning parser {spec.name!r} is already registered (pass replace=True)")
     _REASONING[spec.name] = spec
     return spec
 
 
-def get_tool_parser(name: str) -> ToolDialect:
+def get_tool_dialect(name: str) -> ToolDialect:
     """Return the tool dialect registered as ``name``.
 
     Raises:
@@ -69,7 +69,7 @@ def get_tool_parser(name: str) -> ToolDialect:
         raise UnknownParserError("tool", name, _TOOL) from None
 
 
-def get_reasoning_parser(name: str) -> ReasoningSpec:
+def get_reasoning_dialect(name: str) -> ReasoningDialect:
     """Return the reasoning protocol registered as ``name``.
 
     Raises:
@@ -81,11 +81,19 @@ def get_reasoning_parser(name: str) -> ReasoningSpec:
         raise UnknownParserError("reasoning", name, _REASONING) from None
 
 
-def tool_parser_names() -> tuple[str, ...]:
+def tool_dialect_names() -> tuple[str, ...]:
     """The registered tool parser names, sorted."""
     return tuple(sorted(_TOOL))
 
 
-def reasoning_parser_names() -> tuple[str, ...]:
+def reasoning_dialect_names() -> tuple[str, ...]:
     """The registered reasoning parser names, sorted."""
     return tuple(sorted(_REASONING))
+
+
+# The inference-server spelling of the lookups (``tool_parser=`` names a dialect); kept while
+# deltaflow.constrain moves over to the dialect names.
+get_tool_parser = get_tool_dialect
+get_reasoning_parser = get_reasoning_dialect
+tool_parser_names = tool_dialect_names
+reasoning_parser_names = reasoning_dialect_names

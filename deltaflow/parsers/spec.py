@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ..items import Channel
     from ..tools import ToolSpec
 
-__all__ = ("ReasoningSpec", "ToolDialect", "ToolParser", "ToolParserContext", "all_prefixes")
+__all__ = ("ReasoningDialect", "ToolDialect", "ToolDriver", "DriverContext", "all_prefixes")
 
 
 def all_prefixes(*markers: str) -> tuple[str, ...]:
@@ -25,7 +25,7 @@ def all_prefixes(*markers: str) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class ReasoningSpec:
+class ReasoningDialect:
     """A reasoning protocol: reasoning text between a start and an end marker.
 
     Attributes:
@@ -90,7 +90,7 @@ class ReasoningSpec:
 
 
 @dataclass(frozen=True)
-class ToolParserContext:
+class DriverContext:
     """What a tool parser is given when a tool block opens.
 
     Attributes:
@@ -106,7 +106,7 @@ class ToolParserContext:
     dialect: str
 
 
-class ToolParser(Protocol):
+class ToolDriver(Protocol):
     """One outer tool block of a dialect (h11's reader contract).
 
     ``feed_tool_block(text, out, final, start)`` consumes what it can of
@@ -168,7 +168,7 @@ class ToolDialect:
 
     name: str
     openers: tuple[str, ...]
-    factory: Callable[[ToolParserContext], ToolParser] = field(compare=False)
+    factory: Callable[[DriverContext], ToolDriver] = field(compare=False)
     markers: tuple[str, ...] = ()
     start_openers: tuple[str, ...] = ()
     token_prefixes: tuple[str, ...] = ()

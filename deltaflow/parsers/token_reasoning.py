@@ -84,7 +84,7 @@ class TokenReasoning:
             UnknownParserError: an unregistered reasoning parser.
             ValueError: the end marker is not a single token of this tokenizer.
         """
-        spec = registry.get_reasoning_parser(reasoning_parser)
+        spec = registry.get_reasoning_dialect(reasoning_parser)
         end = _single_id(tokenizer, spec.end)
         if end is None:
             raise ValueError(

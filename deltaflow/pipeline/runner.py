@@ -44,7 +44,7 @@ from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 from ..errors import StageError
 from ..messages import DeltaMessage
 from ..stages.detokenize import Detokenizer
-from ..stages.framer import DeltaFramer, Usage
+from ..stages.assembler import DeltaAssembler, Usage
 from ..stages.name_filter import new_call_id
 from .chain import SyncChain
 from .sources import to_chunk
@@ -139,14 +139,14 @@ class _InlineDeltaStream(DeltaStream):
         self.stream_id = stream_id
         self._chain = chain
         # A text item carries no metadata: with only built-in stages between the detokenizer and
-        # the framer, it needs no empty ChunkEnd walking through every stage (ResponseParser.feed
-        # frames text the same way), and the framer frames the middle stages' items at once.
+        # the assembler, it needs no empty ChunkEnd walking through every stage (ResponseParser.feed
+        # frames text the same way), and the assembler frames the middle stages' items at once.
         st = chain.stages
-        self._text_path: tuple[SyncChain, DeltaFramer] | None = None
+        self._text_path: tuple[SyncChain, DeltaAssembler] | None = None
         if (
             len(st) >= 2
             and isinstance(st[0], Detokenizer)
-            and isinstance(st[-1], DeltaFramer)
+            and isinstance(st[-1], DeltaAssembler)
             and all(type(s).__module__.startswith("deltaflow.") for s in st[1:-1])
         ):
             self._text_path = (SyncChain(st[1:-1]), st[-1])
@@ -377,8 +377,8 @@ class Pipeline:
         for st in stages:
             if hasattr(st, "diagnostics"):
                 st.diagnostics = []
-        framer = next((s for s in reversed(stages) if isinstance(s, DeltaFramer)), None)
-        usage = framer.usage if framer is not None else Usage()
+        assembler = next((s for s in reversed(stages) if isinstance(s, DeltaAssembler)), None)
+        usage = assembler.usage if assembler is not None else Usage()
         stream_id = f"df-{next(_stream_ids)}"
         segments: list[Any] = []
         for st in stages:

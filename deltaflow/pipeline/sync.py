@@ -3,7 +3,7 @@
 ``ResponseParser`` runs, fused, for one response::
 
     channel router -> reasoning splitter -> tool block feeder -> identity-first buffer
-        -> name filter -> framer
+        -> name filter -> assembler
 
 ``parse_complete`` feeds a whole text through the same chain with
 ``final=True`` and accumulates the deltas: there is no second grammar.
@@ -21,7 +21,7 @@ from ..parsers import registry
 from ..presets import resolve_model
 from ..stages._protocol import Stage
 from ..stages.detokenize import Detokenizer
-from ..stages.framer import DeltaFramer
+from ..stages.assembler import DeltaAssembler
 from ..stages.identity import IdentityFirstBuffer
 from ..stages.name_filter import NameFilter, new_call_id
 from ..stages.reasoning import ReasoningSplitter
@@ -53,7 +53,7 @@ def default_stage_factories(
 
     The chain is: detokenize (only with ``detokenize=True``), channel router,
     reasoning splitter, tool block feeder, identity-first buffer, name
-    filter/reindexer (the last three only with a tool parser), framer.
+    filter/reindexer (the last three only with a tool parser), assembler.
     Arguments are validated here, once, not per response. ``model`` picks
     the parsers of a preset (:mod:`deltaflow.presets`) unless given explicitly.
 
@@ -80,8 +80,8 @@ def default_stage_factories(
         preset = resolve_model(model)
         tool_parser = tool_parser if tool_parser is not None else preset.tool_parser
         reasoning_parser = reasoning_parser if reasoning_parser is not None else preset.reasoning_parser
-    dialect = registry.get_tool_parser(tool_parser) if tool_parser is not None else None
-    rspec = registry.get_reasoning_parser(reasoning_parser) if reasoning_parser is not None else None
+    dialect = registry.get_tool_dialect(tool_parser) if tool_parser is not None else None
+    rspec = registry.get_reasoning_dialect(reasoning_parser) if reasoning_parser is not None else None
     specs = normalize_tools(tools)
     by_name = {s.name: s for s in specs} if specs is not None else None
     allowed = None if by_name is None else frozenset(by_name)
@@ -112,7 +112,7 @@ def default_stage_factories(
         )
         out.append(("identity", IdentityFirstBuffer))
         out.append(("name_filter", lambda: NameFilter(allowed, id_factory)))
-    out.append(("framer", DeltaFramer))
+    out.append(("assembler", DeltaAssembler))
     return out
 
 
@@ -165,7 +165,7 @@ class ResponseParser:
         ToolSpecError: an invalid ``tools`` entry (a ``ValueError``).
     """
 
-    __slots__ = ("_chain", "_pre", "_framer", "_final")
+    __slots__ = ("_chain", "_pre", "_assembler", "_final")
 
     def __init__(
         self,
@@ -191,19 +191,19 @@ class ResponseParser:
             reasoning_starts_open=reasoning_starts_open,
             tool_calls_in_reasoning=tool_calls_in_reasoning,
         )
-        framer = stages[-1]
-        assert isinstance(framer, DeltaFramer)
-        self._framer = framer
+        assembler = stages[-1]
+        assert isinstance(assembler, DeltaAssembler)
+        self._assembler = assembler
         self._chain = SyncChain(stages)
-        # The same stages without the framer: a plain text chunk carries no metadata, so it
-        # needs no ChunkEnd walking through every stage; the framer frames its items directly.
+        # The same stages without the assembler: a plain text chunk carries no metadata, so it
+        # needs no ChunkEnd walking through every stage; the assembler frames its items directly.
         self._pre = SyncChain(stages[:-1])
         self._final = False
 
     @property
     def tool_calls_emitted(self) -> int:
         """How many tool calls were emitted so far."""
-        return self._framer.calls_emitted
+        return self._assembler.calls_emitted
 
     def feed(self, text: str, final: bool = False, *, finish_reason: str | None = None) -> list[DeltaMessage]:
         """Parse the next chunk of model output.
@@ -230,7 +230,7 @@ class ResponseParser:
             if not text:
                 return []
             items = self._pre.run([text])
-            return self._framer.frame(items) if items else []
+            return self._assembler.frame(items) if items else []
         self._final = True
         end = ChunkEnd(finish_reason=finish_reason)
         return self._chain.finish([text, end] if text else [end])

@@ -211,9 +211,9 @@ class ReplayEngine:
             reasoning_parser = meta.get("reasoning_parser")
             try:
                 if tool_parser is not None:
-                    registry.get_tool_parser(tool_parser)
+                    registry.get_tool_dialect(tool_parser)
                 if reasoning_parser is not None:
-                    registry.get_reasoning_parser(reasoning_parser)
+                    registry.get_reasoning_dialect(reasoning_parser)
             except ValueError as exc:
                 raise ValueError(f"{meta_path}: {exc}") from None
             tok = self._tokenizer(meta["tokenizer"], path, bundled) if meta.get("tokenizer") else None

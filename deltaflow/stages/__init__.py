@@ -5,14 +5,14 @@ Every stage has a ``name`` and two methods: ``feed(item) -> list`` and
 """
 
 from ._protocol import Stage as Stage
-from .framer import DeltaFramer as DeltaFramer
+from .assembler import DeltaAssembler as DeltaAssembler
 from .identity import IdentityFirstBuffer as IdentityFirstBuffer
 from .name_filter import NameFilter as NameFilter
 from .reasoning import ReasoningSplitter as ReasoningSplitter
 from .tool_feeder import ToolBlockFeeder as ToolBlockFeeder
 
 __all__ = (
-    "DeltaFramer",
+    "DeltaAssembler",
     "IdentityFirstBuffer",
     "NameFilter",
     "ReasoningSplitter",

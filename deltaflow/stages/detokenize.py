@@ -128,7 +128,7 @@ class Detokenizer:
     """Turns :class:`~deltaflow.items.TokenChunk` s into text and :class:`~deltaflow.items.ChunkEnd` s.
 
     A chunk's :class:`~deltaflow.items.EngineUsage` (``TokenChunk.usage``) is
-    emitted before its text, for the framer.
+    emitted before its text, for the assembler.
 
     Args:
         tokenizer: see :func:`make_decoder`; None when every chunk carries text.
@@ -168,7 +168,7 @@ class Detokenizer:
             text = ""
         end = ChunkEnd(token_ids=ids, logprobs=item.logprobs, finish_reason=item.finish_reason, token_chars=chars)
         if item.usage is not None:
-            # The engine's counts go first: the framer takes them in before it frames the chunk's text.
+            # The engine's counts go first: the assembler takes them in before it frames the chunk's text.
             return [item.usage, text, end] if text else [item.usage, end]
         return [text, end] if text else [end]
 

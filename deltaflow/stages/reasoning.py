@@ -52,7 +52,7 @@ from .._core.holdback import MarkerHoldback
 from .._core.text import skip_space, trailing_run
 from ..errors import StateError
 from ..items import Channel, ChannelText, ChunkEnd
-from ..parsers.spec import ReasoningSpec
+from ..parsers.spec import ReasoningDialect
 
 __all__ = ("ReasoningSplitter",)
 
@@ -100,7 +100,7 @@ class ReasoningSplitter:
 
     def __init__(
         self,
-        spec: ReasoningSpec | None,
+        spec: ReasoningDialect | None,
         *,
         enabled: bool = True,
         starts_open: bool | None = None,

@@ -4,7 +4,7 @@ Most dialects leave every channel decision to the reasoning splitter and the
 tool block feeder; for them this stage forwards items unchanged and holds
 nothing. A dialect whose engine frames channels itself plugs a routing
 machine in: gpt-oss Harmony's headers send text to reasoning, content or a
-tool call here (:class:`~deltaflow.parsers.harmony.HarmonyRouter`), and the
+tool call here (:class:`~deltaflow.parsers.drivers.harmony.HarmonyRouter`), and the
 later stages pass the resulting ``ChannelText`` and ``ToolDelta`` items
 through (the splitter only splits raw text; the feeder passes text through
 for a dialect without openers).
@@ -29,14 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..parsers.harmony import MARKERS as _HARMONY_MARKERS
-from ..parsers.harmony import HarmonyRouter, routing_machine
-from ..parsers.spec import ReasoningSpec
+from ..parsers.drivers.harmony import MARKERS as _HARMONY_MARKERS
+from ..parsers.drivers.harmony import HarmonyRouter, routing_machine
+from ..parsers.spec import ReasoningDialect
 from .reasoning import ReasoningSplitter
 
 __all__ = ("STRIPPED_HARMONY", "ChannelRouter", "RouterFactory", "RoutingMachine", "router_factory")
 
-STRIPPED_HARMONY = ReasoningSpec(
+STRIPPED_HARMONY = ReasoningDialect(
     name="openai_gptoss",
     start="analysis",
     end="assistantfinal",

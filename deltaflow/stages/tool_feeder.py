@@ -3,7 +3,7 @@
 Stable-prefix guarantee: outside a block, text is released at once except a
 chunk tail that could begin an opener, and whitespace right after a block
 (held until it is known whether another block follows). Inside a block the
-parser decides (see :class:`~deltaflow.parsers.spec.ToolParser`); this stage
+parser decides (see :class:`~deltaflow.parsers.spec.ToolDriver`); this stage
 holds only the short tail the parser did not consume.
 
 Rules:
@@ -49,7 +49,7 @@ from .._core.text import skip_json_ws, trailing_run
 from ..errors import StateError
 from ..items import Channel, ChannelText
 from ..parsers.base import BLANK_RUN_MAX
-from ..parsers.spec import ToolDialect, ToolParser, ToolParserContext, all_prefixes
+from ..parsers.spec import ToolDialect, ToolDriver, DriverContext, all_prefixes
 from ..tools import ToolSpec
 
 __all__ = ("THOUGHT_GROUP_MAX", "TOOL_CALLS_IN_REASONING", "ToolBlockFeeder")
@@ -128,7 +128,7 @@ class ToolBlockFeeder:
         self._hb = MarkerHoldback(openers, (*dialect.token_prefixes, *all_prefixes(*request_openers)), chunking)
         self._start_openers = dialect.start_openers
         self._started: set[Channel] = set()
-        self._parser: ToolParser | None = None
+        self._parser: ToolDriver | None = None
         self._buf = ""
         self._buf_channel = Channel.CONTENT
         self._after_block = False
@@ -243,7 +243,7 @@ class ToolBlockFeeder:
             self._pending = []
             self._pending_calls = self._calls
         self._parser = self._dialect.factory(
-            ToolParserContext(channel=ch, new_call=self._new_call, tools=self._tools, dialect=self._dialect.name)
+            DriverContext(channel=ch, new_call=self._new_call, tools=self._tools, dialect=self._dialect.name)
         )
 
     def _find(self, text: str, pos: int) -> int:

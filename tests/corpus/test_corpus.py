@@ -72,12 +72,12 @@ TABLE_HEADER: tuple[str, ...] = ("case", "peer expects", "deltaflow gives", "why
 
 def in_scope_tool_parsers() -> frozenset[str | None]:
     """The tool parser names a vector may use: every registered one, or none."""
-    return frozenset({*registry.tool_parser_names(), None})
+    return frozenset({*registry.tool_dialect_names(), None})
 
 
 def in_scope_reasoning_parsers() -> frozenset[str | None]:
     """The reasoning parser names a vector may use: every registered one, or none."""
-    return frozenset({*registry.reasoning_parser_names(), None})
+    return frozenset({*registry.reasoning_dialect_names(), None})
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from deltaflow.parsers import registry
-from deltaflow.parsers.harmony import MARKERS as HARMONY_MARKERS
+from deltaflow.parsers.drivers.harmony import MARKERS as HARMONY_MARKERS
 
 # Inputs that trigger the bugs recorded in test_known_bugs.py are left out of the generated cases
 # unless DELTAFLOW_FUZZ_KNOWN_BUGS=1 (then the fuzz tests find them again).
@@ -192,7 +192,7 @@ REASONING_FOR: dict[str, tuple[str | None, ...]] = {
 def reasoning_markers(name: str | None) -> tuple[str, ...]:
     if name is None:
         return ()
-    spec = registry.get_reasoning_parser(name)
+    spec = registry.get_reasoning_dialect(name)
     labels = tuple(lab for lab in spec.start_labels if lab.strip())  # a blank label is never lost text
     return (spec.start, spec.end, *spec.implicit_end, *spec.turn_markers, *labels, *(spec.content_wrap or ()))
 
@@ -799,7 +799,7 @@ def dialect_output(draw: st.DrawFn, tool_parser: str) -> Rendered:
     segs: list[Seg] = []
     enable_thinking: bool | None = None
     if reasoning is not None:
-        spec = registry.get_reasoning_parser(reasoning)
+        spec = registry.get_reasoning_dialect(reasoning)
         enable_thinking = True
         if not spec.starts_open or draw(st.booleans()):
             segs.append(Seg(spec.start, "gone"))

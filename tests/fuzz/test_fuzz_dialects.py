@@ -41,7 +41,7 @@ from deltaflow.testing import message_key
 from .grammar import BLOCKS, REASONING_FOR, TOOL_MARKERS, Rendered, chunkings, fuzz_cases
 
 EXAMPLES = int(os.environ.get("DELTAFLOW_FUZZ_EXAMPLES", "25"))
-DIALECTS = registry.tool_parser_names()
+DIALECTS = registry.tool_dialect_names()
 
 FUZZ = settings(
     max_examples=EXAMPLES,

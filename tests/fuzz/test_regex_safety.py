@@ -136,8 +136,8 @@ _E2E = textwrap.dedent(
     N = {n}
     tools = [{{"type": "function", "function": {{"name": "f", "parameters": {{"type": "object"}}}}}}]
     t0 = time.monotonic()
-    for tp in registry.tool_parser_names():
-        d = registry.get_tool_parser(tp)
+    for tp in registry.tool_dialect_names():
+        d = registry.get_tool_dialect(tp)
         opener = (d.openers or d.start_openers or ("<f>",))[0]
         for unit in (opener[:-1], opener, " ", "\\\\", '"', "<|", "functions.f", "\\\\n", "<parameter=", "```"):
             unit = unit or "<"
@@ -198,10 +198,13 @@ def test_pythonic_is_never_evaluated(text: str, tool_parser: str, monkeypatch: p
             calls.append(name)
         return real_import(name, *a, **k)  # type: ignore[arg-type]
 
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    # Warm up first: tools are validated by pydantic, imported lazily on first use, and importing
+    # it runs exec for its own classes (not model output).
+    parse_complete("warm up", tool_parser=tool_parser, tools=tools)
     monkeypatch.setattr(builtins, "eval", refuse)
     monkeypatch.setattr(builtins, "exec", refuse)
     monkeypatch.setattr(os, "system", refuse)
-    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
     monkeypatch.setattr(builtins, "__import__", spy_import)
     try:
         m = parse_complete(text, tool_parser=tool_parser, tools=tools)

@@ -15,8 +15,8 @@ def in_scope(vector: dict[str, Any]) -> bool:
     tp, rp = vector.get("tool_parser"), vector.get("reasoning_parser")
     return (
         (tp is not None or rp is not None)
-        and (tp is None or tp in registry.tool_parser_names())
-        and (rp is None or rp in registry.reasoning_parser_names())
+        and (tp is None or tp in registry.tool_dialect_names())
+        and (rp is None or rp in registry.reasoning_dialect_names())
     )
 
 

@@ -191,7 +191,7 @@ class Config:
         if self.reasoning_parser is None:
             return False
         if self.enable_thinking is None:
-            return registry.get_reasoning_parser(self.reasoning_parser).default_enabled
+            return registry.get_reasoning_dialect(self.reasoning_parser).default_enabled
         return self.enable_thinking
 
     def accepts(self, name: str) -> bool:
@@ -225,8 +225,8 @@ def think_parsers() -> tuple[str, ...]:
     later dialect declared the same way.)
     """
     out = []
-    for name in registry.reasoning_parser_names():
-        spec = registry.get_reasoning_parser(name)
+    for name in registry.reasoning_dialect_names():
+        spec = registry.get_reasoning_dialect(name)
         if (spec.start, spec.end, spec.starts_open) == ("<think>", "</think>", True) and spec.implicit_end in (
             (), (QWEN35_CALL,)
         ) and (
@@ -463,7 +463,7 @@ def _segment(
     pieces: list[Piece] = []
     forbidden: list[str] = []
     if cfg.reasoning_active and state.channel == REASONING:
-        rspec = registry.get_reasoning_parser(cfg.reasoning_parser or "")
+        rspec = registry.get_reasoning_dialect(cfg.reasoning_parser or "")
         forbidden += [rspec.end, *rspec.implicit_end]
     env = ENVELOPES.get(cfg.tool_parser or "")
     if env is not None:
@@ -544,7 +544,7 @@ def generated_outputs(
     nblocks = draw(st.integers(0, 3)) if cfg.tool_parser is not None else 0
     pieces: list[Piece] = []
     if cfg.reasoning_active:
-        spec = registry.get_reasoning_parser(cfg.reasoning_parser or "")
+        spec = registry.get_reasoning_dialect(cfg.reasoning_parser or "")
         in_r = draw(st.integers(0, nblocks))
         if draw(st.booleans()):  # the model writes the opening marker itself
             lead = draw(st.sampled_from(("", "", "\n", " \n", "\u3000")))  # blank text before it is reasoning

@@ -81,9 +81,9 @@ def test_corpus_covers_the_generated_dialects(shared: Path) -> None:
 
 def test_grammar_matches_registry() -> None:
     """The generator's envelope grammars are registered tool dialects with the same markers."""
-    assert set(ENVELOPES) <= set(registry.tool_parser_names())
+    assert set(ENVELOPES) <= set(registry.tool_dialect_names())
     for name, env in ENVELOPES.items():
-        dialect = registry.get_tool_parser(name)
+        dialect = registry.get_tool_dialect(name)
         assert dialect.openers == env.openers[:1]
         assert dialect.start_openers == (("{",) if env.bare_object else ())
         if getattr(dialect, "markers", ()):

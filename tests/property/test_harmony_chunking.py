@@ -11,7 +11,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from deltaflow import ResponseParser, accumulate, parse_complete
-from deltaflow.parsers.harmony import MARKERS
+from deltaflow.parsers.drivers.harmony import MARKERS
 from deltaflow.testing import feed_chunks, message_key
 
 from .strategies import UNICODE, args_object_src, check_delta_invariants, chunkings, tool_defs

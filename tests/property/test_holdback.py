@@ -33,13 +33,13 @@ def proper_prefixes(marker: str) -> list[str]:
 
 def opened(reasoning_parser: str) -> str:
     """What puts the output inside reasoning: nothing when it starts open, else the start marker."""
-    spec = registry.get_reasoning_parser(reasoning_parser)
+    spec = registry.get_reasoning_dialect(reasoning_parser)
     return "" if spec.starts_open else spec.start
 
 
 def reasoning_cases(reasoning_parser: str) -> list[Case]:
     """The start marker at the very start of the output; the end markers (explicit and implicit) inside reasoning."""
-    spec = registry.get_reasoning_parser(reasoning_parser)
+    spec = registry.get_reasoning_dialect(reasoning_parser)
     first = REASONING if spec.starts_open else CONTENT
     cases = [Case(spec.start, p, ctx, first) for p in proper_prefixes(spec.start) for ctx in ("", "\n", " \n ")]
     for marker in dict.fromkeys((spec.end, *spec.implicit_end)):
@@ -50,11 +50,11 @@ def reasoning_cases(reasoning_parser: str) -> list[Case]:
 
 def tool_cases(tool_parser: str, reasoning_parser: str | None) -> list[Case]:
     """Tool openers in content (at the start, after text); with a reasoning parser, inside reasoning and after it."""
-    dialect = registry.get_tool_parser(tool_parser)
+    dialect = registry.get_tool_dialect(tool_parser)
     if reasoning_parser is None:
         contexts = [("", CONTENT), ("Hi ", CONTENT), ("Sure.\n", CONTENT), ("a\n\n", CONTENT)]
     else:
-        spec = registry.get_reasoning_parser(reasoning_parser)
+        spec = registry.get_reasoning_dialect(reasoning_parser)
         start = opened(reasoning_parser)
         contexts = [(start + "r ", REASONING), (start + "r" + spec.end + "ok ", CONTENT)]
     return [
@@ -67,9 +67,9 @@ def tool_cases(tool_parser: str, reasoning_parser: str | None) -> list[Case]:
 
 def _pairs() -> list[tuple[str | None, str | None]]:
     """Every parser alone, the generated grammars' pairs, and every pair a model preset uses."""
-    pairs: list[tuple[str | None, str | None]] = [(t, None) for t in registry.tool_parser_names()]
+    pairs: list[tuple[str | None, str | None]] = [(t, None) for t in registry.tool_dialect_names()]
     # An inline reasoning parser (minimax_m2_append_think) splits nothing, so it holds no marker.
-    pairs += [(None, r) for r in registry.reasoning_parser_names() if not registry.get_reasoning_parser(r).inline]
+    pairs += [(None, r) for r in registry.reasoning_dialect_names() if not registry.get_reasoning_dialect(r).inline]
     pairs += [(t, r) for t in ENVELOPES for r in think_parsers()]
     presets: tuple[Any, ...] = ()
     try:
@@ -79,7 +79,7 @@ def _pairs() -> list[tuple[str | None, str | None]]:
     else:
         presets = tuple(list_presets())
     pairs += [(p.tool_parser, p.reasoning_parser) for p in presets if p.tool_parser and p.reasoning_parser]
-    known_t, known_r = set(registry.tool_parser_names()), set(registry.reasoning_parser_names())
+    known_t, known_r = set(registry.tool_dialect_names()), set(registry.reasoning_dialect_names())
     return [pair for pair in dict.fromkeys(pairs) if pair[0] in known_t | {None} and pair[1] in known_r | {None}]
 
 
@@ -142,15 +142,15 @@ def test_marker_prefixes_are_held_and_released(tool_parser: str | None, reasonin
 
 def test_every_parser_is_covered() -> None:
     """Every registered tool and reasoning parser is exercised by some pair (an inline one by the test below)."""
-    assert {t for t, _ in PAIRS} >= set(registry.tool_parser_names())
-    inline = {r for r in registry.reasoning_parser_names() if registry.get_reasoning_parser(r).inline}
-    assert {r for _, r in PAIRS} | inline >= set(registry.reasoning_parser_names())
+    assert {t for t, _ in PAIRS} >= set(registry.tool_dialect_names())
+    inline = {r for r in registry.reasoning_dialect_names() if registry.get_reasoning_dialect(r).inline}
+    assert {r for _, r in PAIRS} | inline >= set(registry.reasoning_dialect_names())
 
 
-@pytest.mark.parametrize("name", [r for r in registry.reasoning_parser_names() if registry.get_reasoning_parser(r).inline])
+@pytest.mark.parametrize("name", [r for r in registry.reasoning_dialect_names() if registry.get_reasoning_dialect(r).inline])
 def test_an_inline_reasoning_parser_holds_no_marker_prefix(name: str) -> None:
     """An inline parser splits nothing: a prefix of its markers is content at once, after the opener it puts back."""
-    spec = registry.get_reasoning_parser(name)
+    spec = registry.get_reasoning_dialect(name)
     for marker in (spec.start, spec.end):
         for prefix in proper_prefixes(marker):
             parser = ResponseParser(reasoning_parser=name)

@@ -104,7 +104,7 @@ def outputs(draw: st.DrawFn) -> Output:
     before = draw(_PROSE)
     after = draw(_PROSE)
     content_parts: list[str] = []
-    lead_blanks = registry.get_tool_parser(dialect).lead_blanks
+    lead_blanks = registry.get_tool_dialect(dialect).lead_blanks
 
     def split_lead(text: str) -> tuple[str, str]:
         """(content, blanks that are raw text of the first call) of the text before the block."""

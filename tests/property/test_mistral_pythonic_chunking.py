@@ -95,7 +95,7 @@ def build(
     For a dialect whose blanks before a block are framing (``lead_blanks``), the blank run that ends a text
     piece right before a block is raw text of the block's first call.
     """
-    if registry.get_tool_parser(kwargs["tool_parser"]).lead_blanks:
+    if registry.get_tool_dialect(kwargs["tool_parser"]).lead_blanks:
         pieces = list(pieces)
         for i in range(len(pieces) - 1):
             kind, value = pieces[i]
@@ -428,7 +428,7 @@ def test_mutated_outputs_keep_the_contract(gen: Output, data: st.DataObject) -> 
 @given(src=json_string_src())
 def test_json_strings_are_python_literals_too(src: str) -> None:
     """A JSON string (the generators' double-quoted style) is a Python literal with the same value."""
-    from deltaflow.parsers.pythonic import literal_to_json
+    from deltaflow.parsers.drivers.pythonic import literal_to_json
 
     converted = literal_to_json(src)
     assert converted is not None and json.loads(converted) == json.loads(src)

@@ -1,6 +1,6 @@
 """Stream == complete for the special-token dialects (deepseek_v3, deepseek_v31, kimi_k2), over outputs built from their grammar.
 
-Grammar (shared/dialects.md 8a, 8b, 9; deltaflow/parsers/special_tokens.py)::
+Grammar (shared/dialects.md 8a, 8b, 9; deltaflow/parsers/drivers/special_tokens.py)::
 
     section := SECTION_OPEN gap (call gap)* SECTION_CLOSE       gap: whitespace or noise (no marker)
     bare    := call (ws call)*                                   (kimi_k2 only)
@@ -58,7 +58,7 @@ K_CALL, K_ARG, K_CALL_END = "<|tool_call_begin|>", "<|tool_call_argument_begin|>
 
 # Every marker of the three dialects and of the reasoning parsers: never written inside text or strings.
 MARKERS = tuple(
-    sorted({m for d in DIALECTS for m in registry.get_tool_parser(d).markers} | {"<think>", "</think>"}, key=len)
+    sorted({m for d in DIALECTS for m in registry.get_tool_dialect(d).markers} | {"<think>", "</think>"}, key=len)
 )
 # Partial markers and fences: what a parser must hold, then release, at a chunk end.
 LOOKALIKES = (

@@ -36,9 +36,9 @@ def reference_tokenizers(tool_parser: str | None, reasoning_parser: str | None) 
     """The tokenizers declared by every parser in use (their intersection), in the first parser's order."""
     declared: list[tuple[str, ...]] = []
     if tool_parser is not None:
-        declared.append(registry.get_tool_parser(tool_parser).tokenizers)
+        declared.append(registry.get_tool_dialect(tool_parser).tokenizers)
     if reasoning_parser is not None:
-        declared.append(registry.get_reasoning_parser(reasoning_parser).tokenizers)
+        declared.append(registry.get_reasoning_dialect(reasoning_parser).tokenizers)
     if not declared:
         return ()
     return tuple(f for f in declared[0] if all(f in d for d in declared[1:]))
@@ -209,13 +209,13 @@ def routed(tool_parser: str | None, reasoning_parser: str | None) -> bool:
 def marker_cases() -> list[tuple[str, str, tuple[str, ...], str]]:
     """``(parser, marker, declared token_prefixes, tokenizer family)`` for every held-back marker of every parser."""
     cases = []
-    for name in registry.reasoning_parser_names():
-        spec = registry.get_reasoning_parser(name)
+    for name in registry.reasoning_dialect_names():
+        spec = registry.get_reasoning_dialect(name)
         if not routed(None, name):
             for marker in dict.fromkeys((spec.start, spec.end, *spec.implicit_end)):
                 cases += [(f"reasoning:{name}", marker, spec.token_prefixes, f) for f in spec.tokenizers]
-    for name in registry.tool_parser_names():
-        dialect = registry.get_tool_parser(name)
+    for name in registry.tool_dialect_names():
+        dialect = registry.get_tool_dialect(name)
         if not routed(name, None):
             for marker in dict.fromkeys((*dialect.openers, *dialect.start_openers)):
                 cases += [(f"tool:{name}", marker, dialect.token_prefixes, f) for f in dialect.tokenizers]

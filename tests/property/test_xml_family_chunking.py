@@ -372,8 +372,8 @@ def test_mutated_any_chunking(gen: Generated, data: st.DataObject) -> None:
 def test_generator_covers_registered_dialects() -> None:
     """Every dialect the generator writes is registered, with the reasoning parser it pairs with."""
     for dialect in DIALECTS:
-        assert registry.get_tool_parser(dialect).openers
-        assert registry.get_reasoning_parser(REASONING[dialect][0]).end == REASONING[dialect][1]
+        assert registry.get_tool_dialect(dialect).openers
+        assert registry.get_reasoning_dialect(REASONING[dialect][0]).end == REASONING[dialect][1]
 
 
 # Pieces of each dialect's grammar (tags, header parts, value bits), for outputs in any order.

@@ -1,6 +1,6 @@
 """Stream == complete for the coding-agent tag protocol (``xml_tools``), over outputs generated from its grammar.
 
-The grammar (shared/dialects.md section 13; deltaflow/parsers/xml_tools.py):
+The grammar (shared/dialects.md section 13; deltaflow/parsers/drivers/tag_per_tool.py):
 ``<TOOL>`` of an offered tool, then parameter elements ``<key>value</key>``
 (keys from the tool's schema properties, any tag name when it has none),
 separated by whitespace or text that is not a parameter element, then
@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 from deltaflow import ChatMessage, ResponseParser, accumulate, parse_complete
 from deltaflow.items import ChunkEnd
 from deltaflow.parsers.dialects.xml_tools_family import xml_tools_dialect
-from deltaflow.parsers.xml_tools import Snapshotter, XmlToolsSpec
+from deltaflow.parsers.drivers.tag_per_tool import Snapshotter, TagPerToolFormat
 from deltaflow.pipeline.chain import SyncChain
-from deltaflow.stages.framer import DeltaFramer
+from deltaflow.stages.assembler import DeltaAssembler
 from deltaflow.stages.identity import IdentityFirstBuffer
 from deltaflow.stages.name_filter import NameFilter
 from deltaflow.stages.reasoning import ReasoningSplitter
@@ -326,10 +326,10 @@ def run_small_window(chunks: list[str], cfg: Config, limit: int) -> ChatMessage:
     """Run the stage chain (no reasoning parser) with an ``xml_tools`` dialect whose candidate window is ``limit``."""
     specs = normalize_tools(tool_defs(cfg.tools))
     by_name = {s.name: s for s in specs} if specs is not None else None
-    dialect = xml_tools_dialect("xml_tools_small_window", XmlToolsSpec(hold_limit=limit))
+    dialect = xml_tools_dialect("xml_tools_small_window", TagPerToolFormat(hold_limit=limit))
     chain = SyncChain([
         ChannelRouter(), ReasoningSplitter(None), ToolBlockFeeder(dialect, tools=by_name),
-        IdentityFirstBuffer(), NameFilter(by_name), DeltaFramer(),
+        IdentityFirstBuffer(), NameFilter(by_name), DeltaAssembler(),
     ])
     deltas = []
     for c in chunks:

@@ -1,6 +1,6 @@
 """Stream == complete for Kimi K3 XTML (kimi_k3), over outputs built from its grammar.
 
-Grammar (deltaflow/parsers/xtml.py)::
+Grammar (deltaflow/parsers/drivers/xtml.py)::
 
     output := reasoning <|close|>think<|sep|> [<|open|>response<|sep|> text <|close|>response<|sep|>]
               [<|open|>tools<|sep|> call* <|close|>tools<|sep|>] [<|close|>message<|sep|>]

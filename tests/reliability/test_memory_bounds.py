@@ -43,7 +43,7 @@ def _params() -> list[object]:
 def test_every_tool_dialect_has_adversarial_cases() -> None:
     """Every registered tool dialect has at least one streaming and one marker-prefix case."""
     covered = {c.tool_parser for c in CASES if c.kind == "streams"}
-    assert set(registry.tool_parser_names()) <= covered
+    assert set(registry.tool_dialect_names()) <= covered
 
 
 @pytest.mark.parametrize("case", _params())

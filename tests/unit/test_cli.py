@@ -155,8 +155,8 @@ def test_parsers_lists_names() -> None:
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
-        (["parse", "-", "--tool-parser", "nope"], ", ".join(registry.tool_parser_names())),
-        (["parse", "-", "--reasoning-parser", "nope"], ", ".join(registry.reasoning_parser_names())),
+        (["parse", "-", "--tool-parser", "nope"], ", ".join(registry.tool_dialect_names())),
+        (["parse", "-", "--reasoning-parser", "nope"], ", ".join(registry.reasoning_dialect_names())),
     ],
     ids=["tool", "reasoning"],
 )

@@ -7,7 +7,7 @@ shared/corpus/llamacpp.jsonl (``llamacpp:functionary_v3_1``,
 * ``functionary_v3_1`` (MeetKai Functionary v3.1, Llama 3.1 style):
   ``<function=NAME>{json args}</function>``, several calls one after another
   (blanks between them are raw text of the next call). A declaration of the
-  XML function driver (``parsers/xml_function.py``): no block wrapper, the
+  XML function driver (``parsers/drivers/xml_function.py``): no block wrapper, the
   call opener opens a block (``bare_call``), the body is a JSON object
   (``json_body``) streamed as its source text; there are no parameter tags
   (``param_open=""`` never matches). A missing ``</function>`` is tolerated
@@ -24,7 +24,7 @@ shared/corpus/llamacpp.jsonl (``llamacpp:functionary_v3_1``,
   prompt ends with ``>>>``): every message starts with a recipient line,
   ``all\n`` then content, or ``NAME\n`` then the JSON arguments; later
   messages are introduced by ``>>>`` (``>>>NAME\n{...}``). Its own small
-  driver (``parsers/recipient.py``) owns the whole output: the block opens at
+  driver (``parsers/drivers/recipient.py``) owns the whole output: the block opens at
   the first non-blank text (``start_openers=("",)``), a first line is held
   until its newline (bounded: the longest offered name plus 16 characters)
   and decides the route; ``all\n`` and the ``>>>`` before it are framing and
@@ -51,20 +51,20 @@ position (at most one key, a colon and a partial scalar).
 
 from __future__ import annotations
 
-from ..json_envelope import JsonEnvelopeSpec
-from ..recipient import RecipientParser, RecipientSpec
-from ..registry import register_tool_parser
-from ..spec import ToolDialect, ToolParserContext, all_prefixes
-from ..xml_function import XmlFunctionSpec
+from ..drivers.json_envelope import JsonEnvelopeFormat
+from ..drivers.recipient import RecipientDriver, RecipientFormat
+from ..registry import register_tool_dialect
+from ..spec import ToolDialect, DriverContext, all_prefixes
+from ..drivers.xml_function import XmlFunctionFormat
 from .json_tools import json_envelope_dialect
 from .xml_family import xml_function_dialect
 
 __all__ = (
-    "COMMAND_R_PLUS", "COMMAND_R_PLUS_SPEC", "FUNCTIONARY_V3_1", "FUNCTIONARY_V3_1_SPEC", "FUNCTIONARY_V3_2",
-    "FUNCTIONARY_V3_2_SPEC",
+    "COMMAND_R_PLUS", "COMMAND_R_PLUS_FORMAT", "FUNCTIONARY_V3_1", "FUNCTIONARY_V3_1_FORMAT", "FUNCTIONARY_V3_2",
+    "FUNCTIONARY_V3_2_FORMAT",
 )
 
-FUNCTIONARY_V3_1_SPEC = XmlFunctionSpec(
+FUNCTIONARY_V3_1_FORMAT = XmlFunctionFormat(
     block_open=None,
     block_close=None,
     call_open="<function=",
@@ -79,7 +79,7 @@ FUNCTIONARY_V3_1_SPEC = XmlFunctionSpec(
     json_body=True,
 )
 
-COMMAND_R_PLUS_SPEC = JsonEnvelopeSpec(
+COMMAND_R_PLUS_FORMAT = JsonEnvelopeFormat(
     open=("Action:", "```json"),
     close="```",
     name_field="tool_name",
@@ -87,10 +87,10 @@ COMMAND_R_PLUS_SPEC = JsonEnvelopeSpec(
     array=True,
 )
 
-FUNCTIONARY_V3_1 = register_tool_parser(
+FUNCTIONARY_V3_1 = register_tool_dialect(
     xml_function_dialect(
         "functionary_v3_1",
-        FUNCTIONARY_V3_1_SPEC,
+        FUNCTIONARY_V3_1_FORMAT,
         # Llama 3 BPE: "<" (or ".<", " <") then "function" then "=NAME...": checked against llama3.
         token_prefixes=("<", "<function"),
         tokenizers=("llama3",),
@@ -99,21 +99,21 @@ FUNCTIONARY_V3_1 = register_tool_parser(
     )
 )
 
-FUNCTIONARY_V3_2_SPEC = RecipientSpec(separator=">>>", content_recipient="all")
+FUNCTIONARY_V3_2_FORMAT = RecipientFormat(separator=">>>", content_recipient="all")
 
 
-def _functionary_v3_2(ctx: ToolParserContext) -> RecipientParser:
-    return RecipientParser(ctx, FUNCTIONARY_V3_2_SPEC)
+def _functionary_v3_2(ctx: DriverContext) -> RecipientDriver:
+    return RecipientDriver(ctx, FUNCTIONARY_V3_2_FORMAT)
 
 
-FUNCTIONARY_V3_2 = register_tool_parser(
+FUNCTIONARY_V3_2 = register_tool_dialect(
     ToolDialect(
         name="functionary_v3_2",
         openers=(),
         # The output's first non-blank text opens the one block, which lasts to the end of the output.
         start_openers=("",),
         factory=_functionary_v3_2,
-        markers=(FUNCTIONARY_V3_2_SPEC.separator,),
+        markers=(FUNCTIONARY_V3_2_FORMAT.separator,),
         token_prefixes=(),
         tokenizers=("llama3",),
         description="Functionary v3.2 (recipients): all\\ntext>>>NAME\\n{json}>>>NAME\\n{json}...",
@@ -123,10 +123,10 @@ FUNCTIONARY_V3_2 = register_tool_parser(
 
 _COHERE_TURN = ("<|START_OF_TURN_TOKEN|>", "<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>")
 
-COMMAND_R_PLUS = register_tool_parser(
+COMMAND_R_PLUS = register_tool_dialect(
     json_envelope_dialect(
         "command_r_plus",
-        COMMAND_R_PLUS_SPEC,
+        COMMAND_R_PLUS_FORMAT,
         # No Cohere tokenizer in shared/: every prefix is declared, the turn tokens' too.
         token_prefixes=all_prefixes("Action:", *_COHERE_TURN),
         # Cohere's turn tokens are special tokens that frame the turn, never answer text (llama.cpp strips them).

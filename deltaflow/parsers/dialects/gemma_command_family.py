@@ -58,11 +58,11 @@ import re
 from ..._core.holdback import MarkerHoldback
 from ..._core.schema import json_fragment, json_string
 from ..._core.text import skip_space
-from ..base import ToolParserBase
-from ..registry import register_tool_parser
-from ..spec import ToolDialect, ToolParserContext
+from ..base import DriverBase
+from ..registry import register_tool_dialect
+from ..spec import ToolDialect, DriverContext
 
-__all__ = ("GEMMA4", "GEMMA4_CLOSE", "GEMMA4_OPEN", "GEMMA4_QUOTE", "Gemma4ToolParser", "gemma4_scalar")
+__all__ = ("GEMMA4", "GEMMA4_CLOSE", "GEMMA4_OPEN", "GEMMA4_QUOTE", "Gemma4Driver", "gemma4_scalar")
 
 GEMMA4_OPEN = "<|tool_call>"
 """Opens one call block (a special token)."""
@@ -105,7 +105,7 @@ def gemma4_scalar(source: str) -> str | None:
     return json_string(s)  # an unquoted word: the string it spells
 
 
-class Gemma4ToolParser(ToolParserBase):
+class Gemma4Driver(DriverBase):
     """Parses one Gemma 4 ``<|tool_call>call:NAME{...}<tool_call|>`` block (see the module docstring).
 
     Args:
@@ -114,7 +114,7 @@ class Gemma4ToolParser(ToolParserBase):
 
     __slots__ = ("_state", "_parts", "_stack", "_counts", "_key", "_in_str", "_hold")
 
-    def __init__(self, ctx: ToolParserContext) -> None:
+    def __init__(self, ctx: DriverContext) -> None:
         super().__init__(ctx)
         self._state = _OPEN
         self._parts: list[str] = []
@@ -122,7 +122,7 @@ class Gemma4ToolParser(ToolParserBase):
         self._counts: list[int] = []  # members emitted per open container
         self._key = ""
         self._in_str = False
-        self._hold = MarkerHoldback((GEMMA4_QUOTE, GEMMA4_CLOSE), mode="any")
+        self._hold = MarkerHoldback((GEMMA4_QUOTE, GEMMA4_CLOSE), chunking="any")
         self.new_call()
 
     @property
@@ -132,7 +132,7 @@ class Gemma4ToolParser(ToolParserBase):
 
     # -- the contract -------------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
-        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolParser`)."""
+        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""
         self.begin(text, start)
         pos = self._run(text, start, out, final)
         if not self.done:
@@ -364,11 +364,11 @@ class Gemma4ToolParser(ToolParserBase):
         return self.finish_block(pos)
 
 
-GEMMA4 = register_tool_parser(
+GEMMA4 = register_tool_dialect(
     ToolDialect(
         name="gemma4",
         openers=(GEMMA4_OPEN,),
-        factory=Gemma4ToolParser,
+        factory=Gemma4Driver,
         markers=(GEMMA4_OPEN, GEMMA4_CLOSE, GEMMA4_QUOTE),
         token_prefixes=(),
         tokenizers=(),

@@ -7,8 +7,8 @@ and recipient-less ``commentary`` = content) and, for a call, a recipient
 ``openai_gptoss`` (reasoning); SGLang ``gpt-oss``.
 
 Harmony is routed in the channel router stage
-(:class:`~deltaflow.parsers.harmony.HarmonyRouter`, registered for both names
-in ``parsers/harmony.py``), not by text openers:
+(:class:`~deltaflow.parsers.drivers.harmony.HarmonyRouter`, registered for both names
+in ``parsers/drivers/harmony.py``), not by text openers:
 
 * the tool dialect declares no openers, so the tool block feeder passes the
   router's items through; its ``markers`` are every Harmony marker, so a
@@ -30,20 +30,20 @@ Token prefixes: none. Every marker is one o200k_harmony special token
 
 from __future__ import annotations
 
-from ..harmony import MARKERS, HarmonyCallParser
-from ..registry import register_reasoning_parser, register_tool_parser
-from ..spec import ReasoningSpec, ToolDialect, ToolParserContext
+from ..drivers.harmony import MARKERS, HarmonyCallDriver
+from ..registry import register_reasoning_dialect, register_tool_dialect
+from ..spec import ReasoningDialect, ToolDialect, DriverContext
 
 _FAMILIES = ("gpt-oss-20b", "gpt-oss-120b")
 _TOKENIZERS = ("gpt-oss",)
 
 
-def _call_parser(ctx: ToolParserContext) -> HarmonyCallParser:
+def _call_parser(ctx: DriverContext) -> HarmonyCallDriver:
     """The body parser of one function-call message (driven by the Harmony router)."""
-    return HarmonyCallParser(ctx)
+    return HarmonyCallDriver(ctx)
 
 
-OPENAI = register_tool_parser(
+OPENAI = register_tool_dialect(
     ToolDialect(
         name="openai",
         openers=(),
@@ -59,8 +59,8 @@ OPENAI = register_tool_parser(
     )
 )
 
-OPENAI_GPTOSS = register_reasoning_parser(
-    ReasoningSpec(
+OPENAI_GPTOSS = register_reasoning_dialect(
+    ReasoningDialect(
         name="openai_gptoss",
         start="<|channel|>analysis<|message|>",
         end="<|end|>",

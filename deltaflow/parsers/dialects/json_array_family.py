@@ -1,6 +1,6 @@
 """JSON-envelope tool dialects beyond Hermes: JSON arrays of calls, Granite, GigaChat, ERNIE, ...
 
-All are declarations of the JSON envelope driver (``parsers/json_envelope.py``):
+All are declarations of the JSON envelope driver (``parsers/drivers/json_envelope.py``):
 each call is ``{"name": ..., "arguments": {...}}`` (or ``{"NAME": {...}}``),
 its arguments streamed as their JSON source text; in the array form each
 array element is one call. Facts: shared/dialects.md section 14 and the peer
@@ -64,8 +64,8 @@ every proper prefix (holding more is never wrong, only later).
 
 from __future__ import annotations
 
-from ..json_envelope import JsonEnvelopeSpec
-from ..registry import register_tool_parser
+from ..drivers.json_envelope import JsonEnvelopeFormat
+from ..registry import register_tool_dialect
 from ..spec import all_prefixes
 from .json_tools import json_envelope_dialect
 
@@ -76,10 +76,10 @@ __all__ = (
 
 _ARGS = ("arguments", "parameters")
 
-GRANITE = register_tool_parser(
+GRANITE = register_tool_dialect(
     json_envelope_dialect(
         "granite",
-        JsonEnvelopeSpec(
+        JsonEnvelopeFormat(
             open=("<|tool_call|>",),
             close=None,
             variants=((("<tool_call>",), None),),
@@ -95,42 +95,42 @@ GRANITE = register_tool_parser(
     )
 )
 
-GRANITE4 = register_tool_parser(
+GRANITE4 = register_tool_dialect(
     json_envelope_dialect(
         "granite4",
-        JsonEnvelopeSpec(open=("<tool_call>",), close="</tool_call>", args_fields=_ARGS),
+        JsonEnvelopeFormat(open=("<tool_call>",), close="</tool_call>", args_fields=_ARGS),
         token_prefixes=all_prefixes("<tool_call>"),
         description='Granite 4.0: <tool_call>{"name", "arguments"}</tool_call>',
         families=("Granite 4.0",),
     )
 )
 
-GRANITE_20B_FC = register_tool_parser(
+GRANITE_20B_FC = register_tool_dialect(
     json_envelope_dialect(
         "granite-20b-fc",
-        JsonEnvelopeSpec(open=("<function_call>",), close=None, args_fields=_ARGS),
+        JsonEnvelopeFormat(open=("<function_call>",), close=None, args_fields=_ARGS),
         token_prefixes=all_prefixes("<function_call>"),
         description='Granite-20B-FunctionCalling: <function_call> {"name", "arguments"} per call',
         families=("Granite-20B-FunctionCalling",),
     )
 )
 
-HUNYUAN_A13B = register_tool_parser(
+HUNYUAN_A13B = register_tool_dialect(
     json_envelope_dialect(
         "hunyuan_a13b",
-        JsonEnvelopeSpec(open=("<tool_calls>",), close="</tool_calls>", args_fields=_ARGS, array=True),
+        JsonEnvelopeFormat(open=("<tool_calls>",), close="</tool_calls>", args_fields=_ARGS, array=True),
         token_prefixes=all_prefixes("<tool_calls>"),  # section 14: every Hunyuan marker is split text
         description='Hunyuan-A13B: <tool_calls>[{"name", "arguments"}, ...]</tool_calls>',
         families=("Hunyuan-A13B",),
     )
 )
 
-ERNIE45 = register_tool_parser(
+ERNIE45 = register_tool_dialect(
     json_envelope_dialect(
         "ernie45",
         # The newlines ERNIE writes before <tool_call> and after each </tool_call> are framing (vLLM's
         # parser skips those newline tokens).
-        JsonEnvelopeSpec(open=("<tool_call>",), close="</tool_call>", args_fields=_ARGS, trailing_blanks=True),
+        JsonEnvelopeFormat(open=("<tool_call>",), close="</tool_call>", args_fields=_ARGS, trailing_blanks=True),
         lead_blanks=True,
         token_prefixes=(),  # vLLM's ernie45 parser looks up the id of <tool_call>: one token
         description='ERNIE-4.5: <tool_call>\\n{"name", "arguments"}\\n</tool_call>',
@@ -138,10 +138,10 @@ ERNIE45 = register_tool_parser(
     )
 )
 
-XLAM = register_tool_parser(
+XLAM = register_tool_dialect(
     json_envelope_dialect(
         "xlam",
-        JsonEnvelopeSpec(
+        JsonEnvelopeFormat(
             open=("<tool_call>",),
             close="</tool_call>",
             variants=((("[TOOL_CALLS]",), None), (("```json",), "```"), (("```",), "```")),
@@ -159,10 +159,10 @@ XLAM = register_tool_parser(
     )
 )
 
-JAMBA = register_tool_parser(
+JAMBA = register_tool_dialect(
     json_envelope_dialect(
         "jamba",
-        JsonEnvelopeSpec(open=("<tool_calls>",), close="</tool_calls>", args_fields=_ARGS, array=True),
+        JsonEnvelopeFormat(open=("<tool_calls>",), close="</tool_calls>", args_fields=_ARGS, array=True),
         lead_blanks=True,  # the space before <tool_calls> is framing (vLLM drops it)
         token_prefixes=(),  # vLLM's jamba parser looks up the ids of <tool_calls> / </tool_calls>
         description='AI21 Jamba: <tool_calls>[{"name", "arguments"}, ...]</tool_calls>',
@@ -170,10 +170,10 @@ JAMBA = register_tool_parser(
     )
 )
 
-COMMAND_R7B = register_tool_parser(
+COMMAND_R7B = register_tool_dialect(
     json_envelope_dialect(
         "command_r7b",
-        JsonEnvelopeSpec(
+        JsonEnvelopeFormat(
             open=("<|START_ACTION|>",),
             close="<|END_ACTION|>",
             name_field="tool_name",
@@ -191,50 +191,50 @@ COMMAND_R7B = register_tool_parser(
     )
 )
 
-APRIEL = register_tool_parser(
+APRIEL = register_tool_dialect(
     json_envelope_dialect(
         "apriel",
-        JsonEnvelopeSpec(open=("<tool_calls>",), close="</tool_calls>", args_fields=_ARGS, array=True),
+        JsonEnvelopeFormat(open=("<tool_calls>",), close="</tool_calls>", args_fields=_ARGS, array=True),
         token_prefixes=all_prefixes("<tool_calls>"),
         description='Apriel (tool side): <tool_calls>[{"name", "arguments"}, ...]</tool_calls>',
         families=("Apriel-1.5-Thinker", "Apriel-1.6-Thinker"),
     )
 )
 
-NEMOTRON = register_tool_parser(
+NEMOTRON = register_tool_dialect(
     json_envelope_dialect(
         "nemotron",
-        JsonEnvelopeSpec(open=("<TOOLCALL>",), close="</TOOLCALL>", args_fields=_ARGS, array=True),
+        JsonEnvelopeFormat(open=("<TOOLCALL>",), close="</TOOLCALL>", args_fields=_ARGS, array=True),
         token_prefixes=all_prefixes("<TOOLCALL>"),
         description='Nemotron: <TOOLCALL>[{"name", "arguments"}, ...]</TOOLCALL>',
         families=("NVIDIA-Nemotron-Nano-v2", "Llama-Nemotron"),
     )
 )
 
-PHI4_MINI_JSON = register_tool_parser(
+PHI4_MINI_JSON = register_tool_dialect(
     json_envelope_dialect(
         "phi4_mini_json",
-        JsonEnvelopeSpec(open=("functools",), close=None, args_fields=_ARGS, array=True),
+        JsonEnvelopeFormat(open=("functools",), close=None, args_fields=_ARGS, array=True),
         token_prefixes=all_prefixes("functools"),
         description='Phi-4-mini: functools[{"name", "arguments"}, ...]',
         families=("Phi-4-mini",),
     )
 )
 
-FIREFUNCTION_V2 = register_tool_parser(
+FIREFUNCTION_V2 = register_tool_dialect(
     json_envelope_dialect(
         "firefunction_v2",
-        JsonEnvelopeSpec(open=("functools",), close=None, args_fields=_ARGS, array=True),
+        JsonEnvelopeFormat(open=("functools",), close=None, args_fields=_ARGS, array=True),
         token_prefixes=all_prefixes("functools"),
         description='FireFunction v2: functools[{"name", "arguments"}, ...]',
         families=("FireFunction v2",),
     )
 )
 
-APERTUS = register_tool_parser(
+APERTUS = register_tool_dialect(
     json_envelope_dialect(
         "apertus",
-        JsonEnvelopeSpec(open=("<|tools_prefix|>",), close="<|tools_suffix|>", array=True, name_keyed=True),
+        JsonEnvelopeFormat(open=("<|tools_prefix|>",), close="<|tools_suffix|>", array=True, name_keyed=True),
         # vLLM's apertus parser buffers partial <|tools_prefix|> text: treated as splittable.
         token_prefixes=all_prefixes("<|tools_prefix|>"),
         description='Apertus: <|tools_prefix|>[{"NAME": {args}}, ...]<|tools_suffix|>',
@@ -242,20 +242,20 @@ APERTUS = register_tool_parser(
     )
 )
 
-LONGCAT = register_tool_parser(
+LONGCAT = register_tool_dialect(
     json_envelope_dialect(
         "longcat",
-        JsonEnvelopeSpec(open=("<longcat_tool_call>",), close="</longcat_tool_call>", args_fields=_ARGS),
+        JsonEnvelopeFormat(open=("<longcat_tool_call>",), close="</longcat_tool_call>", args_fields=_ARGS),
         token_prefixes=all_prefixes("<longcat_tool_call>"),
         description='LongCat-Flash: <longcat_tool_call>{"name", "arguments"}</longcat_tool_call>',
         families=("LongCat-Flash",),
     )
 )
 
-GIGACHAT3 = register_tool_parser(
+GIGACHAT3 = register_tool_dialect(
     json_envelope_dialect(
         "gigachat3",
-        JsonEnvelopeSpec(
+        JsonEnvelopeFormat(
             open=("<|message_sep|>", "function call", "<|role_sep|>"),
             close="</s>",
             variants=((("<|function_call|>",), "</s>"),),

@@ -17,16 +17,16 @@ Facts (shared/dialects.md):
 
 from __future__ import annotations
 
-from ..json_envelope import JsonEnvelopeParser, JsonEnvelopeSpec
-from ..registry import register_tool_parser
-from ..spec import ToolDialect, ToolParserContext
+from ..drivers.json_envelope import JsonEnvelopeDriver, JsonEnvelopeFormat
+from ..registry import register_tool_dialect
+from ..spec import ToolDialect, DriverContext
 
 __all__ = ("json_envelope_dialect",)
 
 
 def json_envelope_dialect(
     name: str,
-    spec: JsonEnvelopeSpec,
+    spec: JsonEnvelopeFormat,
     *,
     start_openers: tuple[str, ...] = (),
     token_prefixes: tuple[str, ...] = (),
@@ -56,8 +56,8 @@ def json_envelope_dialect(
             :class:`~deltaflow.parsers.spec.ToolDialect`).
     """
 
-    def factory(ctx: ToolParserContext) -> JsonEnvelopeParser:
-        return JsonEnvelopeParser(ctx, spec)
+    def factory(ctx: DriverContext) -> JsonEnvelopeDriver:
+        return JsonEnvelopeDriver(ctx, spec)
 
     return ToolDialect(
         name=name,
@@ -75,20 +75,20 @@ def json_envelope_dialect(
     )
 
 
-HERMES = register_tool_parser(
+HERMES = register_tool_dialect(
     json_envelope_dialect(
         "hermes",
-        JsonEnvelopeSpec(open=("<tool_call>",), close="</tool_call>", args_fields=("arguments", "parameters")),
+        JsonEnvelopeFormat(open=("<tool_call>",), close="</tool_call>", args_fields=("arguments", "parameters")),
         tokenizers=("qwen3", "qwen2.5"),
         description="Hermes / Qwen2.5 / Qwen3: <tool_call>{\"name\", \"arguments\"}</tool_call>",
         families=("Hermes 2 Pro / 3", "Qwen2.5", "QwQ", "Qwen3", "Qwen3-2507"),
     )
 )
 
-INTERNLM = register_tool_parser(
+INTERNLM = register_tool_dialect(
     json_envelope_dialect(
         "internlm",
-        JsonEnvelopeSpec(
+        JsonEnvelopeFormat(
             open=("<|action_start|>", "<|plugin|>"),
             close="<|action_end|>",
             args_fields=("parameters", "arguments"),
@@ -98,10 +98,10 @@ INTERNLM = register_tool_parser(
     )
 )
 
-LLAMA3_JSON = register_tool_parser(
+LLAMA3_JSON = register_tool_dialect(
     json_envelope_dialect(
         "llama3_json",
-        JsonEnvelopeSpec(
+        JsonEnvelopeFormat(
             open=("<|python_tag|>",),
             close=None,
             args_fields=("parameters", "arguments"),

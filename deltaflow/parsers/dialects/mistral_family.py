@@ -5,7 +5,7 @@ Facts (shared/dialects.md section 5):
 * Tool calls: ``[TOOL_CALLS]`` then, depending on the tokenizer version, a
   JSON array of ``{"name", "arguments", "id"}`` (pre-v11),
   ``NAME[CALL_ID]ID[ARGS]{...}`` (v11) or ``NAME[ARGS]{...}`` (v13+), the
-  marker repeated per call. The driver is :mod:`deltaflow.parsers.mistral`.
+  marker repeated per call. The driver is :mod:`deltaflow.parsers.drivers.mistral`.
 * Reasoning (v13+ reasoning models: Magistral-Small-2509, Ministral-3, ...):
   ``[THINK]...[/THINK]`` written by the model itself, not opened by the
   prompt, so output without ``[THINK]`` is plain content (vLLM's ``mistral``
@@ -23,17 +23,17 @@ Facts (shared/dialects.md section 5):
 
 from __future__ import annotations
 
-from ..mistral import ARGS, CALL_ID, MARKER, MistralToolParser
-from ..registry import register_reasoning_parser, register_tool_parser
-from ..spec import ReasoningSpec, ToolDialect
+from ..drivers.mistral import ARGS, CALL_ID, MARKER, MistralDriver
+from ..registry import register_reasoning_dialect, register_tool_dialect
+from ..spec import ReasoningDialect, ToolDialect
 
 __all__ = ("MISTRAL", "MISTRAL_REASONING")
 
-MISTRAL = register_tool_parser(
+MISTRAL = register_tool_dialect(
     ToolDialect(
         name="mistral",
         openers=(MARKER,),
-        factory=MistralToolParser,
+        factory=MistralDriver,
         markers=(MARKER, ARGS, CALL_ID),
         lead_blanks=True,  # blanks before [TOOL_CALLS] are framing (SGLang strips them)
         token_prefixes=(),
@@ -51,8 +51,8 @@ MISTRAL = register_tool_parser(
     )
 )
 
-MISTRAL_REASONING = register_reasoning_parser(
-    ReasoningSpec(
+MISTRAL_REASONING = register_reasoning_dialect(
+    ReasoningDialect(
         name="mistral",
         start="[THINK]",
         end="[/THINK]",

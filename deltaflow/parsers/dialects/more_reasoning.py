@@ -1,6 +1,6 @@
 """More reasoning protocols: ``<think>`` variants of several families, and Granite's prose markers.
 
-Every protocol here is a pure :class:`~deltaflow.parsers.spec.ReasoningSpec`
+Every protocol here is a pure :class:`~deltaflow.parsers.spec.ReasoningDialect`
 declaration (the splitter in ``stages/reasoning.py`` does the work), checked
 against the vLLM reasoning parser of the same name and its tests
 (shared/corpus/vllm.jsonl):
@@ -68,8 +68,8 @@ label. (MiniMax-M2's ``minimax_m2_append_think`` is declared with
 
 from __future__ import annotations
 
-from ..registry import register_reasoning_parser
-from ..spec import ReasoningSpec, all_prefixes
+from ..registry import register_reasoning_dialect
+from ..spec import ReasoningDialect, all_prefixes
 
 __all__ = (
     "COMMAND_R7B", "ERNIE45", "GEMMA4", "GRANITE", "GRANITE_THINKING", "HOLO2", "HUNYUAN_A13B", "HY_V3",
@@ -84,8 +84,8 @@ GRANITE_END = "Here is my response:"
 
 _THINK_PREFIXES = all_prefixes(THINK_START, THINK_END)
 
-STEP3P5 = register_reasoning_parser(
-    ReasoningSpec(
+STEP3P5 = register_reasoning_dialect(
+    ReasoningDialect(
         name="step3p5",
         start=THINK_START,
         end=THINK_END,
@@ -97,8 +97,8 @@ STEP3P5 = register_reasoning_parser(
     )
 )
 
-OLMO3 = register_reasoning_parser(
-    ReasoningSpec(
+OLMO3 = register_reasoning_dialect(
+    ReasoningDialect(
         name="olmo3",
         start=THINK_START,
         end=THINK_END,
@@ -108,8 +108,8 @@ OLMO3 = register_reasoning_parser(
     )
 )
 
-NEMOTRON_V3 = register_reasoning_parser(
-    ReasoningSpec(
+NEMOTRON_V3 = register_reasoning_dialect(
+    ReasoningDialect(
         name="nemotron_v3",
         start=THINK_START,
         end=THINK_END,
@@ -119,8 +119,8 @@ NEMOTRON_V3 = register_reasoning_parser(
     )
 )
 
-HOLO2 = register_reasoning_parser(
-    ReasoningSpec(
+HOLO2 = register_reasoning_dialect(
+    ReasoningDialect(
         name="holo2",
         start=THINK_START,
         end=THINK_END,
@@ -133,8 +133,8 @@ HOLO2 = register_reasoning_parser(
     )
 )
 
-HY_V3 = register_reasoning_parser(
-    ReasoningSpec(
+HY_V3 = register_reasoning_dialect(
+    ReasoningDialect(
         name="hy_v3",
         start=THINK_START,
         end=THINK_END,
@@ -146,8 +146,8 @@ HY_V3 = register_reasoning_parser(
     )
 )
 
-GRANITE = register_reasoning_parser(
-    ReasoningSpec(
+GRANITE = register_reasoning_dialect(
+    ReasoningDialect(
         name="granite",
         start=GRANITE_START,
         end=GRANITE_END,
@@ -161,8 +161,8 @@ GRANITE = register_reasoning_parser(
 GEMMA4_START = "<|channel>"
 GEMMA4_END = "<channel|>"
 
-GEMMA4 = register_reasoning_parser(
-    ReasoningSpec(
+GEMMA4 = register_reasoning_dialect(
+    ReasoningDialect(
         name="gemma4",
         start=GEMMA4_START,
         end=GEMMA4_END,
@@ -179,8 +179,8 @@ GEMMA4 = register_reasoning_parser(
 
 HUNYUAN_ANSWER = ("<answer>\n", "\n</answer>")
 
-HUNYUAN_A13B = register_reasoning_parser(
-    ReasoningSpec(
+HUNYUAN_A13B = register_reasoning_dialect(
+    ReasoningDialect(
         name="hunyuan_a13b",
         # vLLM matches "<think>\n" and "\n</think>\n<answer>\n" as token sequences (not single tokens).
         start=THINK_START,
@@ -195,8 +195,8 @@ HUNYUAN_A13B = register_reasoning_parser(
 
 ERNIE_RESPONSE = ("<response>", "</response>")
 
-ERNIE45 = register_reasoning_parser(
-    ReasoningSpec(
+ERNIE45 = register_reasoning_dialect(
+    ReasoningDialect(
         name="ernie45",
         start=THINK_START,
         end=THINK_END,
@@ -209,8 +209,8 @@ ERNIE45 = register_reasoning_parser(
 
 COMMAND_R7B_RESPONSE = ("<|START_RESPONSE|>", "<|END_RESPONSE|>")
 
-COMMAND_R7B = register_reasoning_parser(
-    ReasoningSpec(
+COMMAND_R7B = register_reasoning_dialect(
+    ReasoningDialect(
         name="command_r7b",
         start="<|START_THINKING|>",
         end="<|END_THINKING|>",
@@ -221,8 +221,8 @@ COMMAND_R7B = register_reasoning_parser(
     )
 )
 
-GRANITE_THINKING = register_reasoning_parser(
-    ReasoningSpec(
+GRANITE_THINKING = register_reasoning_dialect(
+    ReasoningDialect(
         name="granite_thinking_parser",
         start=THINK_START,
         end=THINK_END,

@@ -13,7 +13,7 @@ shared/dialects.md sections 4, 6, 7, 8c and 14, and the corpus vectors):
   block). Pythonic values use :func:`python_literal_to_json` (vLLM's lfm2
   recoveries: raw control characters inside strings, leading-zero integers,
   sets as arrays, JSON ``true``/``false``/``null``) and the nested-quote rule
-  of :mod:`deltaflow.parsers.pythonic`. Both markers are special tokens
+  of :mod:`deltaflow.parsers.drivers.pythonic`. Both markers are special tokens
   (vLLM refuses to start without their ids), so no prefix is declared.
   A block opens anywhere; a bare ``[`` never does (llama.cpp: bracketed text
   outside the markers is content).
@@ -62,20 +62,20 @@ from typing import Any, final
 
 from ..._core.text import skip_json_ws, skip_space
 from ...items import ToolDelta
-from ..json_envelope import JsonEnvelopeParser, JsonEnvelopeSpec
-from ..pythonic import PythonicToolParser
-from ..registry import register_tool_parser
-from ..spec import ToolDialect, ToolParser, ToolParserContext, all_prefixes
-from ..xml_function import XmlFunctionParser, XmlFunctionSpec
-from .xml_family import DSML_SPEC, GLM_SPEC, QWEN3_CODER_SPEC, xml_function_dialect
+from ..drivers.json_envelope import JsonEnvelopeDriver, JsonEnvelopeFormat
+from ..drivers.pythonic import PythonicDriver
+from ..registry import register_tool_dialect
+from ..spec import ToolDialect, ToolDriver, DriverContext, all_prefixes
+from ..drivers.xml_function import XmlFunctionDriver, XmlFunctionFormat
+from .xml_family import DSML_FORMAT, GLM_FORMAT, QWEN3_CODER_FORMAT, xml_function_dialect
 
 __all__ = (
     "LFM2_END",
     "LFM2_START",
-    "Lfm2ToolParser",
+    "Lfm2Driver",
     "OLMO3_END",
     "OLMO3_START",
-    "STEP3_SPEC",
+    "STEP3_FORMAT",
     "python_literal_to_json",
 )
 
@@ -189,8 +189,8 @@ def python_literal_to_json(source: str) -> str | None:
 
 # -- LFM2 -------------------------------------------------------------------------------------
 
-_LFM2_OBJECT = JsonEnvelopeSpec(open=(LFM2_START,), close=LFM2_END, args_fields=("arguments", "parameters"))
-_LFM2_LIST = JsonEnvelopeSpec(
+_LFM2_OBJECT = JsonEnvelopeFormat(open=(LFM2_START,), close=LFM2_END, args_fields=("arguments", "parameters"))
+_LFM2_LIST = JsonEnvelopeFormat(
     open=(LFM2_START, "["), close=None, args_fields=("arguments", "parameters"), separator=","
 )
 # Payload kinds.
@@ -198,7 +198,7 @@ _PYTHONIC, _OBJECT, _LIST = range(3)
 
 
 @final
-class Lfm2ToolParser:
+class Lfm2Driver:
     """One LFM2 block: dispatches on the payload's first character (see the module docstring).
 
     Args:
@@ -207,10 +207,10 @@ class Lfm2ToolParser:
 
     __slots__ = ("done", "_ctx", "_inner", "_kind", "_tail", "_call", "_aborted")
 
-    def __init__(self, ctx: ToolParserContext) -> None:
+    def __init__(self, ctx: DriverContext) -> None:
         self.done = False
         self._ctx = ctx
-        self._inner: ToolParser | None = None
+        self._inner: ToolDriver | None = None
         self._kind = _PYTHONIC
         self._tail = False
         self._call = -1
@@ -225,7 +225,7 @@ class Lfm2ToolParser:
         return inner is not None and self._kind != _LIST and bool(getattr(inner, "complete", False))
 
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
-        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolParser`)."""
+        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""
         inner = self._inner
         if inner is None:
             kind = self._choose(text, start, final)
@@ -233,11 +233,11 @@ class Lfm2ToolParser:
                 return start  # only blanks after the opener so far: held by the caller
             self._kind = kind
             if kind == _OBJECT:
-                inner = JsonEnvelopeParser(self._ctx, _LFM2_OBJECT)
+                inner = JsonEnvelopeDriver(self._ctx, _LFM2_OBJECT)
             elif kind == _LIST:
-                inner = JsonEnvelopeParser(self._ctx, _LFM2_LIST)
+                inner = JsonEnvelopeDriver(self._ctx, _LFM2_LIST)
             else:
-                inner = PythonicToolParser(
+                inner = PythonicDriver(
                     self._ctx, start=LFM2_START, end=LFM2_END, convert=python_literal_to_json, nested_quotes=True
                 )
             self._inner = inner
@@ -299,11 +299,11 @@ class Lfm2ToolParser:
         return end
 
 
-LFM2 = register_tool_parser(
+LFM2 = register_tool_dialect(
     ToolDialect(
         name="lfm2",
         openers=(LFM2_START,),
-        factory=Lfm2ToolParser,
+        factory=Lfm2Driver,
         markers=(LFM2_START, LFM2_END),
         lead_blanks=True,  # blanks before <|tool_call_start|> are framing (SGLang strips them)
         token_prefixes=(),
@@ -315,13 +315,13 @@ LFM2 = register_tool_parser(
 # -- OLMo 3 -----------------------------------------------------------------------------------
 
 
-def _olmo3(ctx: ToolParserContext) -> PythonicToolParser:
-    return PythonicToolParser(
+def _olmo3(ctx: DriverContext) -> PythonicDriver:
+    return PythonicDriver(
         ctx, start=OLMO3_START, end=OLMO3_END, bracketed=False, convert=python_literal_to_json
     )
 
 
-OLMO3 = register_tool_parser(
+OLMO3 = register_tool_dialect(
     ToolDialect(
         name="olmo3",
         openers=(OLMO3_START,),
@@ -337,7 +337,7 @@ OLMO3 = register_tool_parser(
 
 # -- Step3 ------------------------------------------------------------------------------------
 
-STEP3_SPEC = XmlFunctionSpec(
+STEP3_FORMAT = XmlFunctionFormat(
     block_open="<｜tool_calls_begin｜>",
     block_close="<｜tool_calls_end｜>",
     call_open="<steptml:invoke",
@@ -353,26 +353,26 @@ STEP3_SPEC = XmlFunctionSpec(
 """Step3's section: MiniMax-style invokes, each wrapped in Step3's per-call markers (fillers)."""
 
 
-def _step3(ctx: ToolParserContext) -> XmlFunctionParser:
-    return XmlFunctionParser(ctx, STEP3_SPEC)
+def _step3(ctx: DriverContext) -> XmlFunctionDriver:
+    return XmlFunctionDriver(ctx, STEP3_FORMAT)
 
 
-STEP3 = register_tool_parser(
+STEP3 = register_tool_dialect(
     ToolDialect(
         name="step3",
-        openers=STEP3_SPEC.openers,
+        openers=STEP3_FORMAT.openers,
         factory=_step3,
-        markers=(*STEP3_SPEC.markers, "<｜tool_call_begin｜>", "<｜tool_sep｜>", "<｜tool_call_end｜>"),
+        markers=(*STEP3_FORMAT.markers, "<｜tool_call_begin｜>", "<｜tool_sep｜>", "<｜tool_call_end｜>"),
         token_prefixes=(),
         description='Step3: <｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name="N">...',
         families=("Step3",),
     )
 )
 
-STEP3P5 = register_tool_parser(
+STEP3P5 = register_tool_dialect(
     xml_function_dialect(
         "step3p5",
-        QWEN3_CODER_SPEC,
+        QWEN3_CODER_FORMAT,
         token_prefixes=("<", "<tool", "<tool_", "<tool_call", "<function"),
         description="Step-3.5: <tool_call><function=NAME><parameter=KEY>value</parameter></function></tool_call>",
         families=("Step-3.5-Flash",),
@@ -381,10 +381,10 @@ STEP3P5 = register_tool_parser(
 
 # -- Ling 3 -----------------------------------------------------------------------------------
 
-LING3 = register_tool_parser(
+LING3 = register_tool_dialect(
     xml_function_dialect(
         "ling3",
-        GLM_SPEC,
+        GLM_FORMAT,
         # No Ling tokenizer in shared/: every prefix of the end-of-turn token is held too.
         token_prefixes=("<", "<tool", "<tool_", "<tool_call", *all_prefixes("<|role_end|>")),
         # The end-of-turn special token is turn framing, never answer text (llama.cpp strips it).
@@ -396,12 +396,12 @@ LING3 = register_tool_parser(
 
 # -- DeepSeek-V4 ------------------------------------------------------------------------------
 
-DSML_V4_SPEC = replace(DSML_SPEC, block_open="<｜DSML｜tool_calls>", block_close="</｜DSML｜tool_calls>")
+DSML_V4_FORMAT = replace(DSML_FORMAT, block_open="<｜DSML｜tool_calls>", block_close="</｜DSML｜tool_calls>")
 
-DEEPSEEK_V4 = register_tool_parser(
+DEEPSEEK_V4 = register_tool_dialect(
     xml_function_dialect(
         "deepseek_v4",
-        DSML_V4_SPEC,
+        DSML_V4_FORMAT,
         token_prefixes=(
             "<", "<｜", "<｜DS", "<｜DSML", "<｜DSML｜", "<｜DSML｜tool", "<｜DSML｜tool_c", "<｜DSML｜tool_calls",
             # "invoke" is BPE-merged with letters glued after it, so any split of it can occur.

@@ -2,7 +2,7 @@
 
 Facts (shared/dialects.md section 4): a Python list literal of calls with
 keyword arguments, ``[get_weather(city="Paris"), get_time(tz="UTC")]``,
-parsed by :mod:`deltaflow.parsers.pythonic` without evaluation. Llama 4 may
+parsed by :mod:`deltaflow.parsers.drivers.pythonic` without evaluation. Llama 4 may
 wrap the list in ``<|python_start|>``...``<|python_end|>`` (special tokens);
 both dialects accept the wrapper (SGLang's ``pythonic`` does too), and the
 wrapper opens a block anywhere, since it cannot be ordinary text.
@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..pythonic import PYTHON_END, PYTHON_START, PythonicToolParser
-from ..registry import register_tool_parser
+from ..drivers.pythonic import PYTHON_END, PYTHON_START, PythonicDriver
+from ..registry import register_tool_dialect
 from ..spec import ToolDialect
 
 if TYPE_CHECKING:  # deltaflow.tools imports pydantic, which stays out of parsers/ at run time
@@ -43,13 +43,13 @@ def pythonic_openers(tools: Mapping[str, ToolSpec] | None) -> tuple[str, ...]:
     """The request's openers: ``[NAME(`` for each offered tool, which opens a call list after prose too."""
     return tuple(f"[{name}(" for name in tools) if tools else ()
 
-PYTHONIC = register_tool_parser(
+PYTHONIC = register_tool_dialect(
     ToolDialect(
         name="pythonic",
         openers=(PYTHON_START,),
         start_openers=("[",),
         openers_for=pythonic_openers,
-        factory=PythonicToolParser,
+        factory=PythonicDriver,
         markers=(PYTHON_START, PYTHON_END),
         # Llama 3.2's vocabulary has no <|python_start|>: written out, it is
         # '<' '|' 'python' '_start' '|' '>' (checked with shared/tokenizers/llama3).
@@ -60,13 +60,13 @@ PYTHONIC = register_tool_parser(
     )
 )
 
-LLAMA4_PYTHONIC = register_tool_parser(
+LLAMA4_PYTHONIC = register_tool_dialect(
     ToolDialect(
         name="llama4_pythonic",
         openers=(PYTHON_START,),
         start_openers=("[",),
         openers_for=pythonic_openers,
-        factory=PythonicToolParser,
+        factory=PythonicDriver,
         markers=(PYTHON_START, PYTHON_END),
         token_prefixes=(),
         tokenizers=(),

@@ -17,8 +17,8 @@ with the following newlines, leaving ``</think`` at a token boundary.
 
 from __future__ import annotations
 
-from ..registry import register_reasoning_parser
-from ..spec import ReasoningSpec, all_prefixes
+from ..registry import register_reasoning_dialect
+from ..spec import ReasoningDialect, all_prefixes
 
 _SPLIT_THINK_PREFIXES = ("<", "<th", "<think", "</", "</think")
 
@@ -27,8 +27,8 @@ _SPLIT_THINK_PREFIXES = ("<", "<th", "<think", "</", "</think")
 # hermes-style <tool_call>{...} inside reasoning stays a tentative block (tool block feeder rule).
 QWEN35_CALL = "<tool_call>\n<function="
 
-QWEN3 = register_reasoning_parser(
-    ReasoningSpec(
+QWEN3 = register_reasoning_dialect(
+    ReasoningDialect(
         name="qwen3",
         start="<think>",
         end="</think>",
@@ -44,8 +44,8 @@ QWEN3 = register_reasoning_parser(
     )
 )
 
-DEEPSEEK_R1 = register_reasoning_parser(
-    ReasoningSpec(
+DEEPSEEK_R1 = register_reasoning_dialect(
+    ReasoningDialect(
         name="deepseek_r1",
         start="<think>",
         end="</think>",
@@ -61,8 +61,8 @@ DEEPSEEK_R1 = register_reasoning_parser(
 # protocol, and a call section inside unclosed reasoning ends it, as for Kimi K2, so
 # the calls are parsed and the reasoning before them stays reasoning.
 _DSML_V4 = "<｜DSML｜tool_calls>"
-DEEPSEEK_V4 = register_reasoning_parser(
-    ReasoningSpec(
+DEEPSEEK_V4 = register_reasoning_dialect(
+    ReasoningDialect(
         name="deepseek_v4",
         start="<think>",
         end="</think>",
@@ -78,8 +78,8 @@ DEEPSEEK_V4 = register_reasoning_parser(
 
 # Ling 3 (inclusionAI; llama.cpp's handler): GLM's reasoning rules, including the implicit
 # end at <tool_call>. No tokenizer in shared/: every proper prefix is declared.
-LING3 = register_reasoning_parser(
-    ReasoningSpec(
+LING3 = register_reasoning_dialect(
+    ReasoningDialect(
         name="ling3",
         start="<think>",
         end="</think>",
@@ -94,8 +94,8 @@ LING3 = register_reasoning_parser(
 # model itself, so the output does not start inside reasoning. No tokenizer in shared/: every proper
 # prefix of both markers is declared.
 _KIMI_VL_MARKERS = ("◁think▷", "◁/think▷")
-KIMI_VL = register_reasoning_parser(
-    ReasoningSpec(
+KIMI_VL = register_reasoning_dialect(
+    ReasoningDialect(
         name="kimi_vl",
         start=_KIMI_VL_MARKERS[0],
         end=_KIMI_VL_MARKERS[1],

@@ -35,9 +35,9 @@ are declared elsewhere.
 
 from __future__ import annotations
 
-from ..registry import register_reasoning_parser, register_tool_parser
-from ..spec import ReasoningSpec
-from ..special_tokens import HeaderKind, SpecialTokenSpec, special_token_dialect
+from ..registry import register_reasoning_dialect, register_tool_dialect
+from ..spec import ReasoningDialect
+from ..drivers.special_tokens import HeaderKind, SpecialTokenFormat, special_token_dialect
 
 __all__ = (
     "DEEPSEEK_V3",
@@ -61,10 +61,10 @@ _KIMI_CALL_BEGIN = "<|tool_call_begin|>"
 _KIMI_CALL_END = "<|tool_call_end|>"
 _KIMI_ARG_BEGIN = "<|tool_call_argument_begin|>"
 
-DEEPSEEK_V3 = register_tool_parser(
+DEEPSEEK_V3 = register_tool_dialect(
     special_token_dialect(
         "deepseek_v3",
-        SpecialTokenSpec(
+        SpecialTokenFormat(
             section_open=(_DS_CALLS_BEGIN,),
             section_close=(_DS_CALLS_END,),
             call_open=_DS_CALL_BEGIN,
@@ -79,10 +79,10 @@ DEEPSEEK_V3 = register_tool_parser(
     )
 )
 
-DEEPSEEK_V31 = register_tool_parser(
+DEEPSEEK_V31 = register_tool_dialect(
     special_token_dialect(
         "deepseek_v31",
-        SpecialTokenSpec(
+        SpecialTokenFormat(
             section_open=(_DS_CALLS_BEGIN,),
             section_close=(_DS_CALLS_END,),
             call_open=_DS_CALL_BEGIN,
@@ -96,10 +96,10 @@ DEEPSEEK_V31 = register_tool_parser(
     )
 )
 
-KIMI_K2 = register_tool_parser(
+KIMI_K2 = register_tool_dialect(
     special_token_dialect(
         "kimi_k2",
-        SpecialTokenSpec(
+        SpecialTokenFormat(
             section_open=(_KIMI_SECTION_BEGIN, _KIMI_SECTION_BEGIN_SINGULAR),
             section_close=(_KIMI_SECTION_END, _KIMI_SECTION_END_SINGULAR),
             call_open=_KIMI_CALL_BEGIN,
@@ -119,8 +119,8 @@ KIMI_K2 = register_tool_parser(
     )
 )
 
-KIMI_K2_REASONING = register_reasoning_parser(
-    ReasoningSpec(
+KIMI_K2_REASONING = register_reasoning_dialect(
+    ReasoningDialect(
         name="kimi_k2",
         start="<think>",
         end="</think>",

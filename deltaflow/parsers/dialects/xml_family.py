@@ -1,6 +1,6 @@
 """XML-like, function-first tool dialects and their reasoning protocols.
 
-Tool parsers (one driver, ``parsers/xml_function.py``; values typed by the
+Tool parsers (one driver, ``parsers/drivers/xml_function.py``; values typed by the
 tool's JSON schema, ``_core/schema.py``):
 
 * ``qwen3_coder`` (shared/dialects.md section 6):
@@ -67,16 +67,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..registry import register_reasoning_parser, register_tool_parser
-from ..spec import ReasoningSpec, ToolDialect, ToolParserContext
-from ..xml_function import XmlFunctionParser, XmlFunctionSpec
+from ..registry import register_reasoning_dialect, register_tool_dialect
+from ..spec import ReasoningDialect, ToolDialect, DriverContext
+from ..drivers.xml_function import XmlFunctionDriver, XmlFunctionFormat
 
 __all__ = ("xml_function_dialect",)
 
 
 def xml_function_dialect(
     name: str,
-    spec: XmlFunctionSpec,
+    spec: XmlFunctionFormat,
     *,
     token_prefixes: tuple[str, ...] = (),
     tokenizers: tuple[str, ...] = (),
@@ -97,8 +97,8 @@ def xml_function_dialect(
             :class:`~deltaflow.parsers.spec.ToolDialect`).
     """
 
-    def factory(ctx: ToolParserContext) -> XmlFunctionParser:
-        return XmlFunctionParser(ctx, spec)
+    def factory(ctx: DriverContext) -> XmlFunctionDriver:
+        return XmlFunctionDriver(ctx, spec)
 
     return ToolDialect(
         name=name,
@@ -113,7 +113,7 @@ def xml_function_dialect(
     )
 
 
-QWEN3_CODER_SPEC = XmlFunctionSpec(
+QWEN3_CODER_FORMAT = XmlFunctionFormat(
     block_open="<tool_call>",
     block_close="</tool_call>",
     call_open="<function=",
@@ -129,7 +129,7 @@ QWEN3_CODER_SPEC = XmlFunctionSpec(
     open_ends_value=True,
 )
 
-GLM_SPEC = XmlFunctionSpec(
+GLM_FORMAT = XmlFunctionFormat(
     block_open="<tool_call>",
     block_close="</tool_call>",
     call_open=None,
@@ -143,7 +143,7 @@ GLM_SPEC = XmlFunctionSpec(
     literal_newline_ws=True,
 )
 
-MINIMAX_M2_SPEC = XmlFunctionSpec(
+MINIMAX_M2_FORMAT = XmlFunctionFormat(
     block_open="<minimax:tool_call>",
     block_close="</minimax:tool_call>",
     call_open="<invoke",
@@ -156,7 +156,7 @@ MINIMAX_M2_SPEC = XmlFunctionSpec(
     value_close="</parameter>",
 )
 
-SEED_OSS_SPEC = XmlFunctionSpec(
+SEED_OSS_FORMAT = XmlFunctionFormat(
     block_open="<seed:tool_call>",
     block_close="</seed:tool_call>",
     call_open="<function=",
@@ -171,7 +171,7 @@ SEED_OSS_SPEC = XmlFunctionSpec(
     open_ends_value=True,
 )
 
-DSML_SPEC = XmlFunctionSpec(
+DSML_FORMAT = XmlFunctionFormat(
     block_open="<｜DSML｜function_calls>",
     block_close="</｜DSML｜function_calls>",
     call_open="<｜DSML｜invoke",
@@ -188,10 +188,10 @@ DSML_SPEC = XmlFunctionSpec(
     unwrap_keys=("arguments", "input"),
 )
 
-QWEN3_CODER = register_tool_parser(
+QWEN3_CODER = register_tool_dialect(
     xml_function_dialect(
         "qwen3_coder",
-        QWEN3_CODER_SPEC,
+        QWEN3_CODER_FORMAT,
         token_prefixes=("<", "<function"),
         tokenizers=("qwen3",),
         description="Qwen3-Coder XML: <tool_call><function=NAME><parameter=KEY>value</parameter></function></tool_call>",
@@ -199,49 +199,49 @@ QWEN3_CODER = register_tool_parser(
     )
 )
 
-GLM45 = register_tool_parser(
+GLM45 = register_tool_dialect(
     xml_function_dialect(
         "glm45",
-        GLM_SPEC,
+        GLM_FORMAT,
         tokenizers=("glm-4.5",),
         description="GLM-4.5/4.6: <tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n</tool_call>",
         families=("GLM-4.5", "GLM-4.5-Air", "GLM-4.6", "GLM-4.6V"),
     )
 )
 
-GLM47 = register_tool_parser(
+GLM47 = register_tool_dialect(
     xml_function_dialect(
         "glm47",
-        GLM_SPEC,
+        GLM_FORMAT,
         tokenizers=("glm-4.5",),
         description="GLM-4.7/5: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>",
         families=("GLM-4.7", "GLM-4.7-Flash", "GLM-5"),
     )
 )
 
-MINIMAX_M2 = register_tool_parser(
+MINIMAX_M2 = register_tool_dialect(
     xml_function_dialect(
         "minimax_m2",
-        MINIMAX_M2_SPEC,
+        MINIMAX_M2_FORMAT,
         tokenizers=("minimax-m2",),
         description='MiniMax-M2: <minimax:tool_call><invoke name="N"><parameter name="K">V</parameter></invoke>...',
         families=("MiniMax-M2", "MiniMax-M2.1"),
     )
 )
 
-SEED_OSS = register_tool_parser(
+SEED_OSS = register_tool_dialect(
     xml_function_dialect(
         "seed_oss",
-        SEED_OSS_SPEC,
+        SEED_OSS_FORMAT,
         description="Seed-OSS: <seed:tool_call><function=NAME><parameter=KEY>V</parameter></function></seed:tool_call>",
         families=("Seed-OSS-36B-Instruct", "Seed-OSS-36B-Base"),
     )
 )
 
-DEEPSEEK_V32 = register_tool_parser(
+DEEPSEEK_V32 = register_tool_dialect(
     xml_function_dialect(
         "deepseek_v32",
-        DSML_SPEC,
+        DSML_FORMAT,
         token_prefixes=(
             "<", "<｜", "<｜DS", "<｜DSML", "<｜DSML｜", "<｜DSML｜function", "<｜DSML｜function_c",
             "<｜DSML｜function_calls",
@@ -254,8 +254,8 @@ DEEPSEEK_V32 = register_tool_parser(
     )
 )
 
-GLM45_REASONING = register_reasoning_parser(
-    ReasoningSpec(
+GLM45_REASONING = register_reasoning_dialect(
+    ReasoningDialect(
         name="glm45",
         start="<think>",
         end="</think>",
@@ -267,8 +267,8 @@ GLM45_REASONING = register_reasoning_parser(
     )
 )
 
-MINIMAX_M2_REASONING = register_reasoning_parser(
-    ReasoningSpec(
+MINIMAX_M2_REASONING = register_reasoning_dialect(
+    ReasoningDialect(
         name="minimax_m2",
         start="<think>",
         end="</think>",
@@ -281,12 +281,12 @@ MINIMAX_M2_REASONING = register_reasoning_parser(
 
 # vLLM's minimax_m2_append_think: no split; the content keeps the reasoning with the prompt's
 # <think> put back, for clients that send the whole thinking back (MiniMax's interleaved thinking).
-MINIMAX_M2_APPEND_THINK = register_reasoning_parser(
+MINIMAX_M2_APPEND_THINK = register_reasoning_dialect(
     replace(MINIMAX_M2_REASONING, name="minimax_m2_append_think", inline=True)
 )
 
-SEED_OSS_REASONING = register_reasoning_parser(
-    ReasoningSpec(
+SEED_OSS_REASONING = register_reasoning_dialect(
+    ReasoningDialect(
         name="seed_oss",
         start="<seed:think>",
         end="</seed:think>",
@@ -296,8 +296,8 @@ SEED_OSS_REASONING = register_reasoning_parser(
     )
 )
 
-DEEPSEEK_V3_REASONING = register_reasoning_parser(
-    ReasoningSpec(
+DEEPSEEK_V3_REASONING = register_reasoning_dialect(
+    ReasoningDialect(
         name="deepseek_v3",
         start="<think>",
         end="</think>",

@@ -8,7 +8,7 @@ Tool parsers:
 
 * ``minicpm5`` (MiniCPM5): ``<function name="N"><param name="K">V</param></function>``,
   several calls one after another (a newline between them), without an outer
-  block; on the XML-function driver (``parsers/xml_function.py``), a call
+  block; on the XML-function driver (``parsers/drivers/xml_function.py``), a call
   opening a block at ``<function `` (a space, as the template writes it) when
   a ``name`` attribute follows (anything else stays text). Values are raw text typed
   by the tool's schema; a value may be wrapped in ``<![CDATA[...]]>``, which
@@ -20,7 +20,7 @@ Tool parsers:
   the parameter name is the element name, and an object parameter is written
   as one child element per key (nested), which becomes a JSON object typed by
   the schema's nested ``properties`` (an array-typed element's children are
-  its items). A dedicated driver, ``parsers/xml_element.py``.
+  its items). A dedicated driver, ``parsers/drivers/xml_element.py``.
 
 Reasoning parser:
 
@@ -44,15 +44,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..registry import register_reasoning_parser, register_tool_parser
-from ..spec import ReasoningSpec, ToolDialect, ToolParserContext, all_prefixes
-from ..xml_element import XmlElementParser, XmlElementSpec
-from ..xml_function import XmlFunctionSpec
+from ..registry import register_reasoning_dialect, register_tool_dialect
+from ..spec import ReasoningDialect, ToolDialect, DriverContext, all_prefixes
+from ..drivers.xml_element import XmlElementDriver, XmlElementFormat
+from ..drivers.xml_function import XmlFunctionFormat
 from .xml_family import xml_function_dialect
 
-__all__ = ("MINICPM5_OPENER", "MINICPM5_SPEC", "MINIMAX_M3_MARKER", "MINIMAX_M3_SPEC")
+__all__ = ("MINICPM5_OPENER", "MINICPM5_FORMAT", "MINIMAX_M3_MARKER", "MINIMAX_M3_FORMAT")
 
-MINICPM5_SPEC = XmlFunctionSpec(
+MINICPM5_FORMAT = XmlFunctionFormat(
     block_open=None,
     block_close=None,
     call_open="<function",
@@ -70,7 +70,7 @@ MINICPM5_SPEC = XmlFunctionSpec(
 MINIMAX_M3_MARKER = "]<]minimax[>["
 """The marker MiniMax-M3 writes before every tool-call tag."""
 
-MINIMAX_M3_SPEC = XmlElementSpec(prefix=MINIMAX_M3_MARKER)
+MINIMAX_M3_FORMAT = XmlElementFormat(prefix=MINIMAX_M3_MARKER)
 
 # The feeder opens a block at "<function " (the space the template writes before ``name``), not at
 # "<function": that is a proper prefix of Qwen3-Coder's "<function=" and OLMo 3's "<function_calls>",
@@ -79,11 +79,11 @@ MINIMAX_M3_SPEC = XmlElementSpec(prefix=MINIMAX_M3_MARKER)
 MINICPM5_OPENER = "<function "
 """What opens a MiniCPM5 block in text."""
 
-MINICPM5 = register_tool_parser(
+MINICPM5 = register_tool_dialect(
     replace(
         xml_function_dialect(
             "minicpm5",
-            MINICPM5_SPEC,
+            MINICPM5_FORMAT,
             description='MiniCPM5: <function name="N"><param name="K">V or <![CDATA[V]]></param></function>',
             families=("MiniCPM5",),
         ),
@@ -93,17 +93,17 @@ MINICPM5 = register_tool_parser(
 )
 
 
-def _minimax_m3_factory(ctx: ToolParserContext) -> XmlElementParser:
-    return XmlElementParser(ctx, MINIMAX_M3_SPEC)
+def _minimax_m3_factory(ctx: DriverContext) -> XmlElementDriver:
+    return XmlElementDriver(ctx, MINIMAX_M3_FORMAT)
 
 
-MINIMAX_M3 = register_tool_parser(
+MINIMAX_M3 = register_tool_dialect(
     ToolDialect(
         name="minimax_m3",
-        openers=(MINIMAX_M3_SPEC.opener,),
-        markers=MINIMAX_M3_SPEC.markers,
+        openers=(MINIMAX_M3_FORMAT.opener,),
+        markers=MINIMAX_M3_FORMAT.markers,
         factory=_minimax_m3_factory,
-        token_prefixes=all_prefixes(MINIMAX_M3_SPEC.opener),
+        token_prefixes=all_prefixes(MINIMAX_M3_FORMAT.opener),
         description=(
             'MiniMax-M3: ]<]minimax[>[<tool_call> ]<]minimax[>[<invoke name="N"> ]<]minimax[>[<KEY>V]<]minimax[>[</KEY>'
         ),
@@ -111,8 +111,8 @@ MINIMAX_M3 = register_tool_parser(
     )
 )
 
-MINIMAX_M3_REASONING = register_reasoning_parser(
-    ReasoningSpec(
+MINIMAX_M3_REASONING = register_reasoning_dialect(
+    ReasoningDialect(
         name="minimax_m3",
         start="<mm:think>",
         end="</mm:think>",

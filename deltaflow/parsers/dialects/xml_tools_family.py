@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..registry import register_tool_parser
-from ..spec import ToolDialect, ToolParserContext
-from ..xml_tools import XmlToolsParser, XmlToolsSpec
+from ..registry import register_tool_dialect
+from ..spec import ToolDialect, DriverContext
+from ..drivers.tag_per_tool import TagPerToolDriver, TagPerToolFormat
 
 if TYPE_CHECKING:  # deltaflow.tools imports pydantic, which stays out of parsers/ at run time
     from ...tools import ToolSpec
@@ -49,7 +49,7 @@ def xml_tools_openers(tools: Mapping[str, ToolSpec] | None) -> tuple[str, ...]:
 
 def xml_tools_dialect(
     name: str,
-    spec: XmlToolsSpec = XmlToolsSpec(),
+    spec: TagPerToolFormat = TagPerToolFormat(),
     *,
     description: str = "",
     families: tuple[str, ...] = (),
@@ -63,8 +63,8 @@ def xml_tools_dialect(
         families: model families served.
     """
 
-    def factory(ctx: ToolParserContext) -> XmlToolsParser:
-        return XmlToolsParser(ctx, spec)
+    def factory(ctx: DriverContext) -> TagPerToolDriver:
+        return TagPerToolDriver(ctx, spec)
 
     return ToolDialect(
         name=name,
@@ -79,7 +79,7 @@ def xml_tools_dialect(
     )
 
 
-XML_TOOLS = register_tool_parser(
+XML_TOOLS = register_tool_dialect(
     xml_tools_dialect(
         "xml_tools",
         description="coding-agent tags (Cline style): <TOOL><param>raw text</param></TOOL>, names from the request's tools",

@@ -1,4 +1,4 @@
-"""Kimi K3 "XTML" sections (a protocol llama.cpp supports), on the driver in ``parsers/xtml.py``.
+"""Kimi K3 "XTML" sections (a protocol llama.cpp supports), on the driver in ``parsers/drivers/xtml.py``.
 
 Facts (llama.cpp ``models/templates/*.jinja``, ``common/chat-parsers/*``
 and the llama.cpp vectors of shared/corpus; see CONFORMANCE.md for where we
@@ -17,7 +17,7 @@ differ):
   value types are the template's ``xtml_type`` names (string, number,
   boolean, null, object, array); a call may hold one
   ``<|open|>json type="object"<|sep|>{...}<|close|>json<|sep|>`` instead.
-  The driver is ``parsers/xtml.py``. The response and message markers are
+  The driver is ``parsers/drivers/xtml.py``. The response and message markers are
   framing, dropped by the tool parser (so the answer is clean even without a
   reasoning parser); the reasoning parser drops the response wrapper too.
   ``<|end_of_msg|>`` is the engine's stop token: text it passes on is kept.
@@ -34,9 +34,9 @@ word, never inside a token: :func:`xtml_prefixes` declares exactly those.
 
 from __future__ import annotations
 
-from ..registry import register_reasoning_parser, register_tool_parser
-from ..spec import ReasoningSpec
-from ..xtml import XtmlSpec, xtml_dialect
+from ..registry import register_reasoning_dialect, register_tool_dialect
+from ..spec import ReasoningDialect
+from ..drivers.xtml import XtmlFormat, xtml_dialect
 
 __all__ = ("KIMI_K3", "KIMI_K3_REASONING", "xtml_prefixes")
 
@@ -59,17 +59,17 @@ def xtml_prefixes(*markers: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-KIMI_K3_SPEC = XtmlSpec()
+KIMI_K3_FORMAT = XtmlFormat()
 
 K3_THINK = (_OPEN + "think" + _SEP, _CLOSE + "think" + _SEP)
 K3_RESPONSE = (_OPEN + "response" + _SEP, _CLOSE + "response" + _SEP)
 K3_TOOLS_OPEN = _OPEN + "tools" + _SEP
 
-KIMI_K3 = register_tool_parser(
+KIMI_K3 = register_tool_dialect(
     xtml_dialect(
         "kimi_k3",
-        KIMI_K3_SPEC,
-        token_prefixes=xtml_prefixes(*KIMI_K3_SPEC.openers),
+        KIMI_K3_FORMAT,
+        token_prefixes=xtml_prefixes(*KIMI_K3_FORMAT.openers),
         description=(
             'Kimi K3 XTML: <|open|>tools<|sep|><|open|>call tool="NAME"<|sep|><|open|>argument key= type=<|sep|>V...'
         ),
@@ -77,8 +77,8 @@ KIMI_K3 = register_tool_parser(
     )
 )
 
-KIMI_K3_REASONING = register_reasoning_parser(
-    ReasoningSpec(
+KIMI_K3_REASONING = register_reasoning_dialect(
+    ReasoningDialect(
         name="kimi_k3",
         start=K3_THINK[0],
         end=K3_THINK[1],

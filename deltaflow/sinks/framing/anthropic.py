@@ -33,7 +33,7 @@ import msgspec
 from ...errors import StateError
 from ...messages import DeltaMessage
 from ...signing import ReasoningSigner
-from ...stages.framer import Usage
+from ...stages.assembler import Usage
 from .base import UNKNOWN_KEY, WireEvent, anthropic_error_type, error_message, failure_status, measured, new_id
 
 __all__ = ("AnthropicFramer",)

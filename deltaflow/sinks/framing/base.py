@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import msgspec
 
 from ...messages import DeltaMessage
-from ...stages.framer import Usage
+from ...stages.assembler import Usage
 
 __all__ = (
     "ERROR_TYPES",

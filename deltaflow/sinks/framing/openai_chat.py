@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 
 from ...messages import ChatMessage, DeltaMessage
-from ...stages.framer import Usage
+from ...stages.assembler import Usage
 from .base import WireEvent, error_message, failure_status, measured, new_id, now, openai_error_type
 
 __all__ = ("ChatCompletionsFramer",)

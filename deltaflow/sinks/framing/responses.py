@@ -35,7 +35,7 @@ from typing import Any
 
 from ...errors import StateError
 from ...messages import DeltaMessage
-from ...stages.framer import Usage
+from ...stages.assembler import Usage
 from .base import UNKNOWN_KEY, WireEvent, error_message, failure_status, measured, new_id, now, openai_error_type
 
 __all__ = ("ResponsesFramer",)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import deltaflow
 from deltaflow import ChatMessage, DeltaMessage, Pipeline, accumulate, parse_complete
-from deltaflow.stages.framer import Usage
+from deltaflow.stages.assembler import Usage
 from deltaflow.testing import load_tokenizer, message_key
 
 T = TypeVar("T")

@@ -93,7 +93,7 @@ TEXT = (
 async def test_an_async_redaction_stage_between_name_filter_and_framer_composes(runtime: dict[str, Any]) -> None:
     """A user async stage inserted before the framer redacts a word in content; reasoning and calls are untouched."""
     pipeline = Pipeline.for_model(**HQ, **runtime).insert_after("name_filter", "redact", AsyncRedactor)
-    assert pipeline.names.index("redact") == pipeline.names.index("framer") - 1
+    assert pipeline.names.index("redact") == pipeline.names.index("assembler") - 1
     for seed in range(10):
         deltas, _ = await collect_pipeline(pipeline, aiter_items(random_chunks(TEXT, seed, 5)))
         msg = accumulate(deltas)

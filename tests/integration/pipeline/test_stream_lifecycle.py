@@ -144,7 +144,7 @@ async def test_a_stage_that_raises_in_finish_is_named() -> None:
     """An exception in a stage's finish() is a StageError naming that stage."""
     original = ValueError("cannot finish")
     pipeline = Pipeline.for_model(**HQ).insert_before(
-        "framer", "late", lambda: RaiseOn(original, name="late", in_finish=True)
+        "assembler", "late", lambda: RaiseOn(original, name="late", in_finish=True)
     )
     with leaves_nothing_open(), pytest.raises(StageError) as info:
         async with pipeline.open(gen_source(Recorder(), ITEMS[:20])) as deltas:

@@ -43,10 +43,10 @@ def test_held_is_longest_suffix_that_is_a_proper_marker_prefix(case: Held) -> No
 def test_every_proper_prefix_of_every_registered_marker_is_held() -> None:
     """In "any" mode, every proper prefix of every registered dialect marker is held after any text."""
     markers: set[str] = set()
-    for name in registry.tool_parser_names():
-        markers.update(registry.get_tool_parser(name).openers)
-    for name in registry.reasoning_parser_names():
-        spec = registry.get_reasoning_parser(name)
+    for name in registry.tool_dialect_names():
+        markers.update(registry.get_tool_dialect(name).openers)
+    for name in registry.reasoning_dialect_names():
+        spec = registry.get_reasoning_dialect(name)
         markers.update((spec.start, spec.end))
     hb = MarkerHoldback(markers)
     for m in markers:
@@ -67,7 +67,7 @@ def test_held_respects_start() -> None:
 
 def test_tokens_mode_uses_only_declared_prefixes() -> None:
     """In "tokens" mode only the declared prefixes are held."""
-    hb = MarkerHoldback(("</think>",), ("</", "</think"), mode="tokens")
+    hb = MarkerHoldback(("</think>",), ("</", "</think"), chunking="tokens")
     assert hb.held("a</") == 2
     assert hb.held("a</think") == len("</think")
     assert hb.held("a</th") == 0  # a real tokenizer never stops there
@@ -77,7 +77,7 @@ def test_tokens_mode_uses_only_declared_prefixes() -> None:
 
 def test_tokens_mode_ignores_prefixes_of_other_markers() -> None:
     """A declared prefix that is not a proper prefix of a watched marker is ignored."""
-    hb = MarkerHoldback(("</think>",), ("<th", "<think", "</think>", "</"), mode="tokens")
+    hb = MarkerHoldback(("</think>",), ("<th", "<think", "</think>", "</"), chunking="tokens")
     assert hb.held("x<th") == 0
     assert hb.held("x</think>") == 0
     assert hb.held("x</") == 2
@@ -85,7 +85,7 @@ def test_tokens_mode_ignores_prefixes_of_other_markers() -> None:
 
 def test_tokens_mode_without_prefixes_holds_nothing() -> None:
     """A marker that is one special token (no declared prefixes) is never held in "tokens" mode."""
-    hb = MarkerHoldback(MARKERS, (), mode="tokens")
+    hb = MarkerHoldback(MARKERS, (), chunking="tokens")
     for k in range(1, len(MARKERS[0])):
         assert hb.held("a " + MARKERS[0][:k]) == 0
 
@@ -93,4 +93,4 @@ def test_tokens_mode_without_prefixes_holds_nothing() -> None:
 def test_invalid_mode_names_the_accepted_values() -> None:
     """An unknown mode is a ValueError naming the accepted values."""
     with pytest.raises(ValueError, match="'any' or 'tokens'.*'chars'"):
-        MarkerHoldback(MARKERS, mode="chars")
+        MarkerHoldback(MARKERS, chunking="chars")

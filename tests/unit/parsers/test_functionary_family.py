@@ -57,11 +57,11 @@ def any_mode(text: str, **kw: Any) -> Any:
 
 def test_registered_declarations() -> None:
     """Both dialects are registered with their openers, markers and declared prefixes."""
-    f = registry.get_tool_parser("functionary_v3_1")
+    f = registry.get_tool_dialect("functionary_v3_1")
     assert f.openers == ("<function=",)
     assert set(f.markers) == {"<function=", "</function>"}
     assert f.token_prefixes == ("<", "<function") and f.tokenizers == ("llama3",)
-    c = registry.get_tool_parser("command_r_plus")
+    c = registry.get_tool_dialect("command_r_plus")
     assert c.openers == ("Action:",)
     assert set(c.markers) == {"Action:", "```json", "```"}
     assert c.framing == ("<|START_OF_TURN_TOKEN|>", "<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>")
@@ -175,7 +175,7 @@ def f32(text: str, **kw: Any) -> Any:
 
 def test_v32_declaration() -> None:
     """The block opens at the first non-blank text; ``>>>`` is the one marker; nothing is held by the feeder."""
-    d = registry.get_tool_parser("functionary_v3_2")
+    d = registry.get_tool_dialect("functionary_v3_2")
     assert d.openers == () and d.start_openers == ("",)
     assert d.markers == (">>>",) and d.token_prefixes == ()
 
@@ -355,7 +355,7 @@ def boundary_prefixes(tok: Any, marker: str, tails: tuple[str, ...]) -> set[str]
 def test_v31_token_prefixes(shared: Path) -> None:
     """llama3: ``<function=`` splits into ``<`` ``function`` ``=NAME``; the declared prefixes are exactly those."""
     tok = load_tokenizer("llama3")
-    dialect = registry.get_tool_parser("functionary_v3_1")
+    dialect = registry.get_tool_dialect("functionary_v3_1")
     found = boundary_prefixes(tok, "<function=", ("get_weather>{", "ping>{}", "x>", "_a>", "Read>", "1>", "\n"))
     assert found == set(dialect.token_prefixes)
 

@@ -33,7 +33,7 @@ def args_of(text: str, **kwargs: Any) -> list[tuple[str, Any]]:
 
 def test_dialect_declaration() -> None:
     """The dialect opens at <|tool_call> only and declares no token prefixes (every marker is one special token)."""
-    d = registry.get_tool_parser("gemma4")
+    d = registry.get_tool_dialect("gemma4")
     assert d.openers == (GEMMA4_OPEN,)
     assert set(d.markers) == {GEMMA4_OPEN, GEMMA4_CLOSE, Q}
     assert d.token_prefixes == ()

@@ -15,8 +15,8 @@ import pytest
 import deltaflow
 from deltaflow import ResponseParser, accumulate, parse_complete
 from deltaflow.items import CallDelta, Channel, ChannelText, ChunkEnd, ToolDelta
-from deltaflow.parsers import ToolParserContext, registry
-from deltaflow.parsers.harmony import MARKERS, HarmonyCallParser, HarmonyRouter
+from deltaflow.parsers import DriverContext, registry
+from deltaflow.parsers.drivers.harmony import MARKERS, HarmonyCallDriver, HarmonyRouter
 from deltaflow.stages.detokenize import make_decoder
 from deltaflow.stages.router import ChannelRouter, HarmonyOrStripped, router_factory
 from deltaflow.testing import check_chunkings, feed_chunks, message_key, split_at
@@ -374,12 +374,12 @@ def test_name_comes_first_then_arguments_stream() -> None:
 # -- the call body parser -------------------------------------------------------------------------
 
 
-def new_call_parser() -> HarmonyCallParser:
+def new_call_parser() -> HarmonyCallDriver:
     """A call-body parser built by the dialect's factory."""
     counter = itertools.count()
-    ctx = ToolParserContext(channel=Channel.CONTENT, new_call=lambda: next(counter), tools=None, dialect="openai")
-    parser = registry.get_tool_parser("openai").factory(ctx)
-    assert isinstance(parser, HarmonyCallParser)
+    ctx = DriverContext(channel=Channel.CONTENT, new_call=lambda: next(counter), tools=None, dialect="openai")
+    parser = registry.get_tool_dialect("openai").factory(ctx)
+    assert isinstance(parser, HarmonyCallDriver)
     return parser
 
 
@@ -478,9 +478,9 @@ def test_held_text_is_a_partial_marker_only() -> None:
 
 def test_dialect_declarations() -> None:
     """openai has no openers (routed), declares every marker, and openai_gptoss never starts open."""
-    tool = registry.get_tool_parser("openai")
+    tool = registry.get_tool_dialect("openai")
     assert tool.openers == () and tool.start_openers == () and tool.markers == MARKERS and tool.token_prefixes == ()
-    spec = registry.get_reasoning_parser("openai_gptoss")
+    spec = registry.get_reasoning_dialect("openai_gptoss")
     assert not spec.starts_open and spec.token_prefixes == ()
     assert "gpt-oss-20b" in tool.families and "gpt-oss-120b" in spec.families
 
@@ -536,8 +536,8 @@ def test_markers_are_single_o200k_harmony_tokens(o200k: Any) -> None:
     for marker, tid in MARKER_IDS.items():
         assert o200k.encode(marker, allowed_special="all") == [tid]
     assert set(MARKERS) == set(MARKER_IDS)
-    assert registry.get_tool_parser("openai").token_prefixes == ()
-    assert registry.get_reasoning_parser("openai_gptoss").token_prefixes == ()
+    assert registry.get_tool_dialect("openai").token_prefixes == ()
+    assert registry.get_reasoning_dialect("openai_gptoss").token_prefixes == ()
     ids = o200k.encode(REALISTIC, allowed_special="all")
     dec = make_decoder(o200k, keep=MARKERS)
     pieces = [dec.step(i) for i in ids]

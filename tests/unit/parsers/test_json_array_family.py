@@ -16,7 +16,7 @@ import pytest
 
 from deltaflow import ChatMessage, ResponseParser, accumulate, parse_complete
 from deltaflow.items import Channel, ToolDelta
-from deltaflow.parsers import JsonEnvelopeParser, JsonEnvelopeSpec, ToolParserContext, registry
+from deltaflow.parsers import JsonEnvelopeDriver, JsonEnvelopeFormat, DriverContext, registry
 from deltaflow.parsers.spec import all_prefixes
 from deltaflow.testing import check_chunkings, feed_chunks, message_key, split_at
 
@@ -77,7 +77,7 @@ def block(dialect: str, items: list[tuple[str, dict[str, Any]]]) -> str:
 
 def atomic_spans(dialect: str, text: str) -> list[tuple[int, int]]:
     """Where ``text`` holds an opener of ``dialect`` that is declared to be one token."""
-    d = registry.get_tool_parser(dialect)
+    d = registry.get_tool_dialect(dialect)
     spans = []
     for o in d.openers:
         if all(o[:k] in d.token_prefixes for k in range(1, len(o))):
@@ -107,28 +107,28 @@ def check_token_splits(text: str, **kwargs: Any) -> ChatMessage:
 def test_registered_names_and_declarations() -> None:
     """Every dialect of the family is registered with its openers, markers, prefixes and families."""
     for name in NAMES:
-        d = registry.get_tool_parser(name)
+        d = registry.get_tool_dialect(name)
         assert d.families and d.description
         assert set(d.openers) <= set(d.markers)
         watched = (*d.openers, *d.framing, *d.restart_after)
         for p in d.token_prefixes:
             assert any(o.startswith(p) and len(p) < len(o) for o in watched), (name, p)
-    assert registry.get_tool_parser("granite").openers == ("<|tool_call|>", "<tool_call>")
-    assert registry.get_tool_parser("granite").start_openers == ("[",)
-    assert registry.get_tool_parser("xlam").openers == ("<tool_call>", "[TOOL_CALLS]", "```")  # ```json via ```
-    assert registry.get_tool_parser("xlam").restart_after == ("</think>",)
-    assert registry.get_tool_parser("gigachat3").markers == (
+    assert registry.get_tool_dialect("granite").openers == ("<|tool_call|>", "<tool_call>")
+    assert registry.get_tool_dialect("granite").start_openers == ("[",)
+    assert registry.get_tool_dialect("xlam").openers == ("<tool_call>", "[TOOL_CALLS]", "```")  # ```json via ```
+    assert registry.get_tool_dialect("xlam").restart_after == ("</think>",)
+    assert registry.get_tool_dialect("gigachat3").markers == (
         "<|message_sep|>", "function call", "<|role_sep|>", "</s>", "<|function_call|>",
     )
 
 
 def test_single_token_openers_declare_no_prefix() -> None:
     """Openers known to be one token (vLLM matches them by id) declare no prefix; text ones declare all."""
-    assert registry.get_tool_parser("ernie45").token_prefixes == ()
-    assert registry.get_tool_parser("jamba").token_prefixes == ()
-    granite = registry.get_tool_parser("granite").token_prefixes
+    assert registry.get_tool_dialect("ernie45").token_prefixes == ()
+    assert registry.get_tool_dialect("jamba").token_prefixes == ()
+    granite = registry.get_tool_dialect("granite").token_prefixes
     assert "<|tool_call" not in granite and set(all_prefixes("<tool_call>")) == set(granite)
-    assert set(registry.get_tool_parser("hunyuan_a13b").token_prefixes) == set(all_prefixes("<tool_calls>"))
+    assert set(registry.get_tool_dialect("hunyuan_a13b").token_prefixes) == set(all_prefixes("<tool_calls>"))
 
 
 def test_all_prefixes() -> None:
@@ -139,9 +139,9 @@ def test_all_prefixes() -> None:
 def test_existing_dialects_keep_their_declaration() -> None:
     """The new driver options leave Hermes, InternLM and Llama 3 JSON as they were declared."""
     for name in ("hermes", "internlm", "llama3_json"):
-        d = registry.get_tool_parser(name)
+        d = registry.get_tool_dialect(name)
         assert len(d.openers) == 1
-    spec = JsonEnvelopeSpec(open=("<a>", "<b>"), close="</a>")
+    spec = JsonEnvelopeFormat(open=("<a>", "<b>"), close="</a>")
     assert spec.envelopes() == ((("<a>", "<b>"), "</a>"),)
     assert spec.openers() == ("<a>",) and spec.markers() == ("<a>", "<b>", "</a>")
 
@@ -157,7 +157,7 @@ def test_one_call_with_text_before(dialect: str) -> None:
     the call's arguments are its JSON source text."""
     text = "Let me check. " + block(dialect, TWO[:1])
     m = check_token_splits(text, tool_parser=dialect)
-    lead = registry.get_tool_parser(dialect).lead_blanks
+    lead = registry.get_tool_dialect(dialect).lead_blanks
     assert m.content == ("Let me check." if lead else "Let me check. ")
     assert calls(m) == TWO[:1]
 
@@ -313,12 +313,12 @@ def test_framing(case: Case) -> None:
 # -- the driver contract -------------------------------------------------------------------------------
 
 
-def _parser(spec: JsonEnvelopeSpec) -> JsonEnvelopeParser:
+def _parser(spec: JsonEnvelopeFormat) -> JsonEnvelopeDriver:
     n = iter(range(100))
-    return JsonEnvelopeParser(ToolParserContext(Channel.CONTENT, lambda: next(n), None, "t"), spec)
+    return JsonEnvelopeDriver(DriverContext(Channel.CONTENT, lambda: next(n), None, "t"), spec)
 
 
-ARRAY = JsonEnvelopeSpec(open=("<c>",), close="</c>", array=True)
+ARRAY = JsonEnvelopeFormat(open=("<c>",), close="</c>", array=True)
 
 
 def test_each_element_is_one_call_named_first() -> None:
@@ -358,7 +358,7 @@ def test_complete_only_after_the_array() -> None:
 
 def test_longest_variant_opener_wins_and_waits() -> None:
     """A partial text that may still grow into a longer opener is held."""
-    spec = JsonEnvelopeSpec(open=("```",), close="```", variants=((("```json",), "```"),), array=True)
+    spec = JsonEnvelopeFormat(open=("```",), close="```", variants=((("```json",), "```"),), array=True)
     p = _parser(spec)
     out: list[object] = []
     assert p.feed_tool_block("```js", out, False) == 0 and not p.done

@@ -9,16 +9,16 @@ import pytest
 
 from deltaflow import ResponseParser, accumulate, parse_complete
 from deltaflow.items import Channel, ToolDelta
-from deltaflow.parsers import JsonEnvelopeParser, ToolParserContext, registry
+from deltaflow.parsers import JsonEnvelopeDriver, DriverContext, registry
 from deltaflow.testing import check_chunkings, feed_chunks, message_key, split_at
 
 
-def new_parser(dialect: str = "hermes") -> JsonEnvelopeParser:
+def new_parser(dialect: str = "hermes") -> JsonEnvelopeDriver:
     """A parser for one block of ``dialect``."""
     counter = itertools.count()
-    ctx = ToolParserContext(channel=Channel.CONTENT, new_call=lambda: next(counter), tools=None, dialect=dialect)
-    parser = registry.get_tool_parser(dialect).factory(ctx)
-    assert isinstance(parser, JsonEnvelopeParser)
+    ctx = DriverContext(channel=Channel.CONTENT, new_call=lambda: next(counter), tools=None, dialect=dialect)
+    parser = registry.get_tool_dialect(dialect).factory(ctx)
+    assert isinstance(parser, JsonEnvelopeDriver)
     return parser
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from deltaflow import ResponseParser, accumulate, parse_complete
 from deltaflow.items import Channel, ToolDelta
-from deltaflow.parsers import ToolParserContext, registry
-from deltaflow.parsers.mistral import ARGS, CALL_ID, MARKER, MistralToolParser
+from deltaflow.parsers import DriverContext, registry
+from deltaflow.parsers.drivers.mistral import ARGS, CALL_ID, MARKER, MistralDriver
 from deltaflow.stages.detokenize import make_decoder
 from deltaflow.testing import check_chunkings, feed_chunks, message_key, split_at
 
@@ -26,12 +26,12 @@ TOOLS = [
 ]
 
 
-def new_parser() -> MistralToolParser:
+def new_parser() -> MistralDriver:
     """A parser for one ``[TOOL_CALLS]`` block."""
     counter = itertools.count()
-    ctx = ToolParserContext(channel=Channel.CONTENT, new_call=lambda: next(counter), tools=None, dialect="mistral")
-    parser = registry.get_tool_parser("mistral").factory(ctx)
-    assert isinstance(parser, MistralToolParser)
+    ctx = DriverContext(channel=Channel.CONTENT, new_call=lambda: next(counter), tools=None, dialect="mistral")
+    parser = registry.get_tool_dialect("mistral").factory(ctx)
+    assert isinstance(parser, MistralDriver)
     return parser
 
 
@@ -516,8 +516,8 @@ def test_tool_calls_marker_is_a_control_token(shared: Path) -> None:
 def test_declared_token_prefixes_match_tekken(shared: Path) -> None:
     """No token boundary falls inside a marker of a real token stream, as the empty token_prefixes declare."""
     enc = tekken(shared / "tokenizers" / "mistral")
-    dialect = registry.get_tool_parser("mistral")
-    assert dialect.token_prefixes == () and registry.get_reasoning_parser("mistral").token_prefixes == ()
+    dialect = registry.get_tool_dialect("mistral")
+    assert dialect.token_prefixes == () and registry.get_reasoning_dialect("mistral").token_prefixes == ()
     text = 'Let me check.[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]'
     ids = tekken_ids(enc, text, (MARKER,))
     pieces = [enc.decode_single_token_bytes(i).decode("utf-8", "replace") for i in ids]
@@ -537,7 +537,7 @@ def test_token_by_token_stream_matches_complete(shared: Path) -> None:
         '{"city": "Saint-Étienne", "days": [1, 2]}}, {"name": "add", "arguments": {"a": 1.5e3}}]\nVoilà.'
     )
     ids = tekken_ids(enc, text, (MARKER,))
-    dec = make_decoder(enc, keep=registry.get_tool_parser("mistral").markers)
+    dec = make_decoder(enc, keep=registry.get_tool_dialect("mistral").markers)
     pieces = [dec.step(i) for i in ids] + [dec.flush()]
     assert "".join(pieces) == text
     got = accumulate(feed_chunks(pieces, tool_parser="mistral", chunking="tokens"))

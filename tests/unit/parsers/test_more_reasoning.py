@@ -68,7 +68,7 @@ def test_granite_prose_markers(text: str, reasoning: str | None, content: str | 
 
 def test_granite_holds_every_marker_prefix_in_tokens_mode() -> None:
     """Prose markers may be cut after any word: token mode holds every proper prefix, at every split point."""
-    spec = registry.get_reasoning_parser("granite")
+    spec = registry.get_reasoning_dialect("granite")
     assert set(spec.token_prefixes) == set(all_prefixes(GRANITE_START, GRANITE_END))
     text = f"{GRANITE_START}I think.{GRANITE_END}Answer."
     want = message_key(parse_complete(text, reasoning_parser="granite"))
@@ -92,7 +92,7 @@ def test_holo2_markers_are_single_qwen3_tokens(shared: Path, context: str) -> No
     tok = load_tokenizer("qwen3")
     if tok is None:
         pytest.skip("shared/tokenizers/qwen3 is absent")
-    assert registry.get_reasoning_parser("holo2").token_prefixes == ()
+    assert registry.get_reasoning_dialect("holo2").token_prefixes == ()
     for marker in ("<think>", "</think>"):
         for after in ("", "\n", "The", " x"):
             ids = tok.encode(context + marker + after, add_special_tokens=False).ids
@@ -239,7 +239,7 @@ def test_granite_thinking_parser(text: str, reasoning: str | None, content: str 
 @pytest.mark.parametrize("name", ("gemma4", "hunyuan_a13b", "ernie45", "command_r7b", "granite_thinking_parser"))
 def test_unverified_tokenizers_declare_every_prefix(name: str) -> None:
     """Without a reference tokenizer, every proper prefix of every marker, label and wrapper tag is declared."""
-    spec = registry.get_reasoning_parser(name)
+    spec = registry.get_reasoning_dialect(name)
     tags = (spec.start, spec.end, *(spec.content_wrap or ()))
     assert set(all_prefixes(*tags)) <= set(spec.token_prefixes)
     opener, closer = spec.content_wrap or ("", "")

@@ -185,7 +185,7 @@ def test_olmo3_opener_prefixes_match_the_cl100k_tokenizer(shared: Path) -> None:
            r"""|\s*[\r\n]|\s+(?!\S)|\s""")
     enc = tiktoken.Encoding("cl100k_probe", pat_str=pat, mergeable_ranks=ranks, special_tokens={})
     opener = "<function_calls>"
-    declared = set(registry.get_tool_parser("olmo3").token_prefixes)
+    declared = set(registry.get_tool_dialect("olmo3").token_prefixes)
     seen: set[str] = set()
     for context in ("", "Sure.\n", "x ", "a.", "\n\n"):
         text = context + opener + "ping()"
@@ -205,7 +205,7 @@ def test_deepseek_v4_opener_prefixes_match_the_deepseek_tokenizer(shared: Path) 
     if tok is None:
         pytest.skip("shared/tokenizers/deepseek-v3.1 is not available")
     opener = "<｜DSML｜tool_calls>"
-    declared = set(registry.get_tool_parser("deepseek_v4").token_prefixes)
+    declared = set(registry.get_tool_dialect("deepseek_v4").token_prefixes)
     seen: set[str] = set()
     for context in ("", "Go.\n\n", "x ", "</think>"):
         text = context + opener + '\n<｜DSML｜invoke name="f">'
@@ -237,8 +237,8 @@ def test_deepseek_v4_streams_token_by_token(shared: Path) -> None:
 
 def test_lfm2_and_step3_markers_are_single_tokens_so_no_prefix_is_declared() -> None:
     """LFM2's and Step3's openers are special tokens (vLLM looks their ids up): nothing is held in tokens mode."""
-    assert registry.get_tool_parser("lfm2").token_prefixes == ()
-    assert registry.get_tool_parser("step3").token_prefixes == ()
+    assert registry.get_tool_dialect("lfm2").token_prefixes == ()
+    assert registry.get_tool_dialect("step3").token_prefixes == ()
     p = ResponseParser("lfm2", chunking="tokens")
     deltas = p.feed("<|tool_call") + p.feed("_start|>[ping()]<|tool_call_end|>", final=True)
     assert "".join(d.content or "" for d in deltas).startswith("<|tool_call")

@@ -12,8 +12,8 @@ import pytest
 
 from deltaflow import ResponseParser, accumulate, parse_complete
 from deltaflow.items import Channel, ToolDelta
-from deltaflow.parsers import ToolParserContext, registry
-from deltaflow.parsers.pythonic import PYTHON_END, PYTHON_START, PythonicToolParser, literal_to_json
+from deltaflow.parsers import DriverContext, registry
+from deltaflow.parsers.drivers.pythonic import PYTHON_END, PYTHON_START, PythonicDriver, literal_to_json
 from deltaflow.stages.detokenize import make_decoder
 from deltaflow.testing import check_chunkings, feed_chunks, load_tokenizer, message_key, split_at
 
@@ -24,12 +24,12 @@ TOOLS = [
 ]
 
 
-def new_parser() -> PythonicToolParser:
+def new_parser() -> PythonicDriver:
     """A parser for one call list."""
     counter = itertools.count()
-    ctx = ToolParserContext(channel=Channel.CONTENT, new_call=lambda: next(counter), tools=None, dialect="pythonic")
-    parser = registry.get_tool_parser("pythonic").factory(ctx)
-    assert isinstance(parser, PythonicToolParser)
+    ctx = DriverContext(channel=Channel.CONTENT, new_call=lambda: next(counter), tools=None, dialect="pythonic")
+    parser = registry.get_tool_dialect("pythonic").factory(ctx)
+    assert isinstance(parser, PythonicDriver)
     return parser
 
 
@@ -343,13 +343,13 @@ def llama3() -> Any:
 def test_declared_token_prefixes_match_llama3(shared: Path) -> None:
     """A call list's first token begins with "["; the Llama 4 wrapper tokens are not in Llama 3.2's vocabulary."""
     tok = llama3()
-    assert registry.get_tool_parser("llama4_pythonic").token_prefixes == ()
+    assert registry.get_tool_dialect("llama4_pythonic").token_prefixes == ()
     assert tok.token_to_id("<|python_tag|>") == 128010  # the right family
     assert tok.token_to_id(PYTHON_START) is None and tok.token_to_id(PYTHON_END) is None
     # Written out in Llama 3.2 text, the wrapper splits into ordinary tokens: their prefixes are declared.
     pieces = [tok.decode([i]) for i in tok.encode(PYTHON_START, add_special_tokens=False).ids]
     spelled = {"".join(pieces[:k]) for k in range(1, len(pieces))}
-    assert spelled <= set(registry.get_tool_parser("pythonic").token_prefixes)
+    assert spelled <= set(registry.get_tool_dialect("pythonic").token_prefixes)
     for text in ("[get_weather(city=\"Paris\")]", " [f()]", "\n\n[search(query='x'), ping()]"):
         offsets = tok.encode(text, add_special_tokens=False).offsets
         a, b = next((a, b) for a, b in offsets if text[a:b].strip())
@@ -367,7 +367,7 @@ def test_token_by_token_stream_matches_complete(shared: Path) -> None:
         "search(query='''multi\nline''', n=None)]"
     )
     ids = tok.encode(text, add_special_tokens=False).ids
-    dec = make_decoder(tok, keep=registry.get_tool_parser("pythonic").markers)
+    dec = make_decoder(tok, keep=registry.get_tool_dialect("pythonic").markers)
     pieces = [dec.step(i) for i in ids] + [dec.flush()]
     assert "".join(pieces) == text
     got = accumulate(feed_chunks(pieces, tool_parser="pythonic", chunking="tokens"))

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from deltaflow import UnknownParserError
-from deltaflow.parsers import JsonEnvelopeSpec, ReasoningSpec, json_envelope_dialect, registry
+from deltaflow.parsers import JsonEnvelopeFormat, ReasoningDialect, json_envelope_dialect, registry
 from deltaflow.testing import check_chunkings
 
 
@@ -22,52 +22,52 @@ def clean_registry(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def test_builtin_names() -> None:
     """The built-in tool and reasoning parsers are registered under their server names, sorted."""
-    assert {"hermes", "internlm", "llama3_json"} <= set(registry.tool_parser_names())
-    assert {"qwen3", "deepseek_r1"} <= set(registry.reasoning_parser_names())
-    assert list(registry.tool_parser_names()) == sorted(registry.tool_parser_names())
-    assert list(registry.reasoning_parser_names()) == sorted(registry.reasoning_parser_names())
+    assert {"hermes", "internlm", "llama3_json"} <= set(registry.tool_dialect_names())
+    assert {"qwen3", "deepseek_r1"} <= set(registry.reasoning_dialect_names())
+    assert list(registry.tool_dialect_names()) == sorted(registry.tool_dialect_names())
+    assert list(registry.reasoning_dialect_names()) == sorted(registry.reasoning_dialect_names())
 
 
 def test_lookup_returns_the_declaration() -> None:
     """get_* return the declaration registered under the name."""
-    assert registry.get_tool_parser("hermes").name == "hermes"
-    assert registry.get_tool_parser("hermes").openers == ("<tool_call>",)
-    spec = registry.get_reasoning_parser("qwen3")
+    assert registry.get_tool_dialect("hermes").name == "hermes"
+    assert registry.get_tool_dialect("hermes").openers == ("<tool_call>",)
+    spec = registry.get_reasoning_dialect("qwen3")
     assert (spec.start, spec.end, spec.starts_open) == ("<think>", "</think>", True)
 
 
 @pytest.mark.parametrize("name", ["nope", "", "HERMES"])
 def test_unknown_tool_parser_lists_names(name: str) -> None:
     """An unknown tool parser is an UnknownParserError (a ValueError) listing the registered names."""
-    with pytest.raises(ValueError, match=re.escape(", ".join(registry.tool_parser_names()))) as info:
-        registry.get_tool_parser(name)
+    with pytest.raises(ValueError, match=re.escape(", ".join(registry.tool_dialect_names()))) as info:
+        registry.get_tool_dialect(name)
     err = info.value
     assert isinstance(err, UnknownParserError)
     assert (err.kind, err.name) == ("tool", name)
-    assert err.available == registry.tool_parser_names()
+    assert err.available == registry.tool_dialect_names()
 
 
 def test_unknown_reasoning_parser_lists_names() -> None:
     """An unknown reasoning parser is an UnknownParserError listing the registered names."""
-    with pytest.raises(UnknownParserError, match=re.escape(", ".join(registry.reasoning_parser_names()))) as info:
-        registry.get_reasoning_parser("nope")
+    with pytest.raises(UnknownParserError, match=re.escape(", ".join(registry.reasoning_dialect_names()))) as info:
+        registry.get_reasoning_dialect("nope")
     assert info.value.kind == "reasoning"
 
 
 def test_unhashable_name_is_an_unknown_parser() -> None:
     """A name that is not even hashable is reported as unknown, not as a TypeError."""
     with pytest.raises(UnknownParserError):
-        registry.get_tool_parser(["hermes"])  # type: ignore[arg-type]
+        registry.get_tool_dialect(["hermes"])  # type: ignore[arg-type]
 
 
 @pytest.mark.usefixtures("clean_registry")
 def test_register_a_new_dialect_and_use_it() -> None:
     """A dialect declared with json_envelope_dialect is usable by name once registered."""
-    d = registry.register_tool_parser(
-        json_envelope_dialect("my_model", JsonEnvelopeSpec(open=("<call>",), close="</call>"))
+    d = registry.register_tool_dialect(
+        json_envelope_dialect("my_model", JsonEnvelopeFormat(open=("<call>",), close="</call>"))
     )
-    assert registry.get_tool_parser("my_model") is d
-    assert "my_model" in registry.tool_parser_names()
+    assert registry.get_tool_dialect("my_model") is d
+    assert "my_model" in registry.tool_dialect_names()
     m = check_chunkings('x<call>{"name": "f", "arguments": {"a": 1}}</call>y', tool_parser="my_model")
     assert [(c.function.name, c.function.arguments) for c in m.tool_calls] == [("f", '{"a": 1}')]
     assert m.content == "xy"
@@ -76,19 +76,19 @@ def test_register_a_new_dialect_and_use_it() -> None:
 @pytest.mark.usefixtures("clean_registry")
 def test_duplicate_registration_needs_replace() -> None:
     """Registering a taken name is a ValueError unless replace=True."""
-    again = json_envelope_dialect("hermes", JsonEnvelopeSpec(open=("<x>",), close="</x>"))
+    again = json_envelope_dialect("hermes", JsonEnvelopeFormat(open=("<x>",), close="</x>"))
     with pytest.raises(ValueError, match="already registered"):
-        registry.register_tool_parser(again)
-    assert registry.register_tool_parser(again, replace=True) is again
-    assert registry.get_tool_parser("hermes") is again
+        registry.register_tool_dialect(again)
+    assert registry.register_tool_dialect(again, replace=True) is again
+    assert registry.get_tool_dialect("hermes") is again
     with pytest.raises(ValueError, match="already registered"):
-        registry.register_reasoning_parser(ReasoningSpec(name="qwen3", start="<a>", end="</a>"))
+        registry.register_reasoning_dialect(ReasoningDialect(name="qwen3", start="<a>", end="</a>"))
 
 
 @pytest.mark.usefixtures("clean_registry")
 def test_register_a_reasoning_protocol() -> None:
     """A registered reasoning protocol is usable by name, including one the model must open itself."""
-    registry.register_reasoning_parser(ReasoningSpec(name="mine", start="<r>", end="</r>", starts_open=False))
+    registry.register_reasoning_dialect(ReasoningDialect(name="mine", start="<r>", end="</r>", starts_open=False))
     m = check_chunkings("<r>why</r>answer", reasoning_parser="mine")
     assert (m.reasoning_content, m.content) == ("why", "answer")
     m2 = check_chunkings("plain <r>x</r>", reasoning_parser="mine")
@@ -98,6 +98,6 @@ def test_register_a_reasoning_protocol() -> None:
 def test_register_rejects_wrong_types() -> None:
     """Registering something that is not a declaration is a TypeError."""
     with pytest.raises(TypeError, match="ToolDialect"):
-        registry.register_tool_parser("hermes")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="ReasoningSpec"):
-        registry.register_reasoning_parser(object())  # type: ignore[arg-type]
+        registry.register_tool_dialect("hermes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="ReasoningDialect"):
+        registry.register_reasoning_dialect(object())  # type: ignore[arg-type]

@@ -15,8 +15,8 @@ import pytest
 from deltaflow import ResponseParser, accumulate, parse_complete
 from deltaflow.items import Channel, ToolDelta
 from deltaflow.messages import ChatMessage
-from deltaflow.parsers import ToolParserContext, registry
-from deltaflow.parsers.special_tokens import HeaderKind, SpecialTokenParser, SpecialTokenSpec, special_token_dialect
+from deltaflow.parsers import DriverContext, registry
+from deltaflow.parsers.drivers.special_tokens import HeaderKind, SpecialTokenDriver, SpecialTokenFormat, special_token_dialect
 from deltaflow.testing import check_chunkings, feed_chunks, load_tokenizer, message_key, split_at
 
 # DeepSeek markers: U+FF5C "｜" and U+2581 "▁" (shared/dialects.md section 8).
@@ -73,12 +73,12 @@ def calls_of(m: ChatMessage) -> list[tuple[str, str]]:
     return [(c.function.name, c.function.arguments) for c in m.tool_calls]
 
 
-def new_parser(dialect: str) -> SpecialTokenParser:
+def new_parser(dialect: str) -> SpecialTokenDriver:
     """A parser for one block of ``dialect``."""
     counter = itertools.count()
-    ctx = ToolParserContext(channel=Channel.CONTENT, new_call=lambda: next(counter), tools=None, dialect=dialect)
-    parser = registry.get_tool_parser(dialect).factory(ctx)
-    assert isinstance(parser, SpecialTokenParser)
+    ctx = DriverContext(channel=Channel.CONTENT, new_call=lambda: next(counter), tools=None, dialect=dialect)
+    parser = registry.get_tool_dialect(dialect).factory(ctx)
+    assert isinstance(parser, SpecialTokenDriver)
     return parser
 
 
@@ -87,23 +87,23 @@ def new_parser(dialect: str) -> SpecialTokenParser:
 
 def test_registered_names_and_declarations() -> None:
     """The three tool dialects and the kimi_k2 reasoning parser are registered with their markers."""
-    v3 = registry.get_tool_parser("deepseek_v3")
+    v3 = registry.get_tool_dialect("deepseek_v3")
     assert v3.openers == (DS_CALLS_BEGIN,)
     assert set(v3.markers) == {DS_CALLS_BEGIN, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END, DS_SEP}
-    assert registry.get_tool_parser("deepseek_v31").openers == (DS_CALLS_BEGIN,)
-    kimi = registry.get_tool_parser("kimi_k2")
+    assert registry.get_tool_dialect("deepseek_v31").openers == (DS_CALLS_BEGIN,)
+    kimi = registry.get_tool_dialect("kimi_k2")
     assert kimi.openers == (K_SECTION, "<|tool_call_section_begin|>", K_CALL)
-    spec = registry.get_reasoning_parser("kimi_k2")
+    spec = registry.get_reasoning_dialect("kimi_k2")
     assert (spec.start, spec.end, spec.starts_open) == ("<think>", "</think>", True)
     assert spec.implicit_end == (K_SECTION, K_CALL)
     for name in ("deepseek_v3", "deepseek_v31", "kimi_k2"):
-        d = registry.get_tool_parser(name)
+        d = registry.get_tool_dialect(name)
         assert d.description and d.families and d.tokenizers
 
 
 def test_id_dialect_needs_an_id_pattern() -> None:
     """Declaring an ID_SEP dialect without a call_id pattern fails at declaration time."""
-    spec = SpecialTokenSpec(("<s>",), ("</s>",), "<c>", "</c>", "<sep>", HeaderKind.ID_SEP)
+    spec = SpecialTokenFormat(("<s>",), ("</s>",), "<c>", "</c>", "<sep>", HeaderKind.ID_SEP)
     with pytest.raises(ValueError, match="call_id"):
         special_token_dialect("x", spec)
 
@@ -161,7 +161,7 @@ def test_first_event_names_the_call_and_carries_the_kimi_id() -> None:
 )
 def test_unconsumed_tail_is_short_while_not_done(dialect: str, text: str) -> None:
     """Fed one character at a time, a block never leaves more than a marker's length unconsumed."""
-    longest = max(len(m) for m in registry.get_tool_parser(dialect).markers)
+    longest = max(len(m) for m in registry.get_tool_dialect(dialect).markers)
     p = new_parser(dialect)
     buf = ""
     for ch in text:
@@ -609,7 +609,7 @@ def test_deepseek_markers_are_single_tokens(shared: Path, family: str, dialect: 
     tok = load_tokenizer(family)
     if tok is None:
         pytest.skip(f"shared/tokenizers/{family} is absent")
-    d = registry.get_tool_parser(dialect)
+    d = registry.get_tool_dialect(dialect)
     assert family in d.tokenizers
     for marker in d.markers:
         tid = tok.token_to_id(marker)
@@ -673,12 +673,12 @@ def kimi_special_tokens(shared: Path) -> dict[str, Any]:
 def test_kimi_token_prefixes_follow_the_added_tokens(shared: Path) -> None:
     """Kimi openers that are added tokens declare no prefix; the text-only singular variant declares all of its own."""
     atomic = {t["content"] for t in kimi_special_tokens(shared)["tokens"]}
-    d = registry.get_tool_parser("kimi_k2")
+    d = registry.get_tool_dialect("kimi_k2")
     assert {K_SECTION, K_SECTION_END, K_CALL, K_ARG, K_CALL_END} <= atomic
     text_openers = [o for o in d.openers if o not in atomic]
     assert text_openers == ["<|tool_call_section_begin|>"]
     assert set(d.token_prefixes) == {o[:k] for o in text_openers for k in range(1, len(o))}
-    spec = registry.get_reasoning_parser("kimi_k2")
+    spec = registry.get_reasoning_dialect("kimi_k2")
     assert {spec.start, spec.end, *spec.implicit_end, *spec.turn_markers} <= atomic
     assert spec.token_prefixes == ()
 
@@ -689,7 +689,7 @@ def test_kimi_vocabulary_check(shared: Path) -> None:
     tok = load_tokenizer("kimi-k2")
     if tok is None:
         pytest.skip("no Kimi K2 vocabulary in shared/tokenizers (special_tokens.json only); see the surrogate test")
-    d = registry.get_tool_parser("kimi_k2")  # pragma: no cover - runs once a vocabulary is added
+    d = registry.get_tool_dialect("kimi_k2")  # pragma: no cover - runs once a vocabulary is added
     found = set().union(*(boundary_prefixes(tok, o, CONTEXTS) for o in d.openers))
     assert found <= set(d.token_prefixes)
 

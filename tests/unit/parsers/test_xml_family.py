@@ -12,8 +12,8 @@ import pytest
 
 from deltaflow import ResponseParser, accumulate, parse_complete
 from deltaflow.items import Channel, ToolDelta
-from deltaflow.parsers import ToolParserContext, registry
-from deltaflow.parsers.xml_function import XmlFunctionParser
+from deltaflow.parsers import DriverContext, registry
+from deltaflow.parsers.drivers.xml_function import XmlFunctionDriver
 from deltaflow.testing import check_chunkings, feed_chunks, load_tokenizer, message_key, split_at
 from deltaflow.tools import normalize_tools
 
@@ -40,18 +40,18 @@ TOOLS = [
 ]
 
 
-def new_parser(dialect: str, tools: list[dict[str, Any]] | None = None) -> XmlFunctionParser:
+def new_parser(dialect: str, tools: list[dict[str, Any]] | None = None) -> XmlFunctionDriver:
     """A parser for one block of ``dialect``."""
     counter = itertools.count()
     specs = normalize_tools(tools)
-    ctx = ToolParserContext(
+    ctx = DriverContext(
         channel=Channel.CONTENT,
         new_call=lambda: next(counter),
         tools={s.name: s for s in specs} if specs is not None else None,
         dialect=dialect,
     )
-    parser = registry.get_tool_parser(dialect).factory(ctx)
-    assert isinstance(parser, XmlFunctionParser)
+    parser = registry.get_tool_dialect(dialect).factory(ctx)
+    assert isinstance(parser, XmlFunctionDriver)
     return parser
 
 
@@ -113,7 +113,7 @@ def test_unconsumed_tail_is_short_while_not_done(dialect: str) -> None:
     """Fed one character at a time, a block never leaves more than one tag unconsumed."""
     text = BLOCKS[dialect]
     p = new_parser(dialect, TOOLS)
-    longest = max(len(m) for m in registry.get_tool_parser(dialect).markers) + 1
+    longest = max(len(m) for m in registry.get_tool_dialect(dialect).markers) + 1
     buf = ""
     for ch in text:
         buf += ch
@@ -604,7 +604,7 @@ def test_reasoning_parsers(case: Think) -> None:
 def test_turn_markers_are_declared() -> None:
     """Every reasoning parser of the family declares its turn-boundary tokens."""
     for name in ("glm45", "minimax_m2", "seed_oss", "deepseek_v3"):
-        assert registry.get_reasoning_parser(name).turn_markers, name
+        assert registry.get_reasoning_dialect(name).turn_markers, name
 
 
 # -- token boundaries, checked against the real tokenizers ------------------------------------
@@ -627,7 +627,7 @@ def boundary_prefixes(tok: Any, marker: str, tails: tuple[str, ...]) -> set[str]
 def test_qwen3_coder_token_prefixes(shared: Path) -> None:
     """qwen3: <tool_call> is one token, <function= splits into "<" "function" "=..."; the declared prefixes match."""
     tok = load_tokenizer("qwen3")
-    dialect = registry.get_tool_parser("qwen3_coder")
+    dialect = registry.get_tool_dialect("qwen3_coder")
     assert "qwen3" in dialect.tokenizers
     assert tok.token_to_id("<tool_call>") is not None and tok.token_to_id("</tool_call>") is not None
     found = boundary_prefixes(tok, "<tool_call>", ("\n", "x")) | boundary_prefixes(
@@ -640,7 +640,7 @@ def test_qwen3_coder_token_prefixes(shared: Path) -> None:
 def test_dsml_token_prefixes(shared: Path) -> None:
     """deepseek-v3.1: DSML is text (｜ is a byte-level token); <think>/</think> are single tokens."""
     tok = load_tokenizer("deepseek-v3.1")
-    dialect = registry.get_tool_parser("deepseek_v32")
+    dialect = registry.get_tool_dialect("deepseek_v32")
     assert "deepseek-v3.1" in dialect.tokenizers
     found = boundary_prefixes(tok, "<｜DSML｜function_calls>", ("\n", "x", ">", "\n\n")) | boundary_prefixes(
         tok, "<｜DSML｜invoke", (' name="x">', "name", "\n", ">", "think", "b")
@@ -648,7 +648,7 @@ def test_dsml_token_prefixes(shared: Path) -> None:
     assert found <= set(dialect.token_prefixes)
     assert all(any(o.startswith(p) and o != p for o in dialect.openers) for p in dialect.token_prefixes)
     assert {"<｜DSML｜inv", "<｜DSML｜invok", "<｜DSML｜function_c"} <= found
-    spec = registry.get_reasoning_parser("deepseek_v3")
+    spec = registry.get_reasoning_dialect("deepseek_v3")
     assert spec.tokenizers == ("deepseek-v3.1",) and spec.token_prefixes == ()
     assert all(tok.token_to_id(m) is not None for m in (spec.start, spec.end, *spec.turn_markers))
 
@@ -662,14 +662,14 @@ def test_special_token_families(shared: Path, family: str, tool_parsers: tuple[s
     """Without a vocabulary, special_tokens.json shows the openers and reasoning markers are single tokens (no prefixes)."""
     listed = {t["content"] for t in json.loads((shared / "tokenizers" / family / "special_tokens.json").read_text())["tokens"]}
     for name in tool_parsers:
-        dialect = registry.get_tool_parser(name)
+        dialect = registry.get_tool_dialect(name)
         assert set(dialect.openers) <= listed and dialect.token_prefixes == ()
         assert dialect.tokenizers == (family,)
-    spec = registry.get_reasoning_parser(reasoning_parser)
+    spec = registry.get_reasoning_dialect(reasoning_parser)
     assert {spec.start, spec.end, *spec.implicit_end, *spec.turn_markers} <= listed
     assert spec.token_prefixes == ()
     if family == "glm-4.5":  # every GLM tool tag is a special token too
-        assert set(registry.get_tool_parser("glm47").markers) <= listed
+        assert set(registry.get_tool_dialect("glm47").markers) <= listed
 
 
 def token_chunks(tok: Any, text: str) -> list[str]:

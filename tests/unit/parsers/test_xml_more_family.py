@@ -9,7 +9,7 @@ import pytest
 
 from deltaflow import ResponseParser, accumulate, parse_complete
 from deltaflow.parsers import registry
-from deltaflow.parsers.dialects.xml_more_family import MINICPM5_SPEC, MINIMAX_M3_MARKER, MINIMAX_M3_SPEC
+from deltaflow.parsers.dialects.xml_more_family import MINICPM5_FORMAT, MINIMAX_M3_MARKER, MINIMAX_M3_FORMAT
 from deltaflow.parsers.spec import all_prefixes
 from deltaflow.testing import check_chunkings, feed_chunks, message_key
 
@@ -87,14 +87,14 @@ def el(key: str, inner: str) -> str:
 
 def test_registered_names_and_markers_are_declared() -> None:
     """Both tool parsers and the reasoning parser are registered; their markers are plain text, so every prefix is held."""
-    cpm5 = registry.get_tool_parser("minicpm5")
-    mm3 = registry.get_tool_parser("minimax_m3")
+    cpm5 = registry.get_tool_dialect("minicpm5")
+    mm3 = registry.get_tool_dialect("minimax_m3")
     assert cpm5.openers == ("<function ",)
     assert cpm5.token_prefixes == all_prefixes("<function ")
     assert mm3.openers == (f"{M}<tool_call>",)
-    assert mm3.token_prefixes == all_prefixes(MINIMAX_M3_SPEC.opener)
-    assert M in mm3.markers and MINICPM5_SPEC.cdata
-    r = registry.get_reasoning_parser("minimax_m3")
+    assert mm3.token_prefixes == all_prefixes(MINIMAX_M3_FORMAT.opener)
+    assert M in mm3.markers and MINICPM5_FORMAT.cdata
+    r = registry.get_reasoning_dialect("minimax_m3")
     assert (r.start, r.end, r.starts_open) == ("<mm:think>", "</mm:think>", True)
     assert r.token_prefixes == all_prefixes("<mm:think>", "</mm:think>")
 

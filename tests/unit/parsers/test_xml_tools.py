@@ -20,11 +20,11 @@ import pytest
 from deltaflow import ChatMessage, ResponseParser, accumulate, parse_complete
 from deltaflow.items import Channel, ChannelText, ChunkEnd, ToolDelta
 from deltaflow.messages import DeltaFunctionCall, DeltaMessage, DeltaToolCall
-from deltaflow.parsers import ToolParserContext, registry
+from deltaflow.parsers import DriverContext, registry
 from deltaflow.parsers.dialects.xml_tools_family import xml_tools_dialect, xml_tools_openers
-from deltaflow.parsers.xml_tools import BlockSnapshot, Snapshotter, XmlToolsParser, XmlToolsSpec
+from deltaflow.parsers.drivers.tag_per_tool import BlockSnapshot, Snapshotter, TagPerToolDriver, TagPerToolFormat
 from deltaflow.pipeline.chain import SyncChain
-from deltaflow.stages.framer import DeltaFramer
+from deltaflow.stages.assembler import DeltaAssembler
 from deltaflow.stages.identity import IdentityFirstBuffer
 from deltaflow.stages.name_filter import NameFilter
 from deltaflow.stages.reasoning import ReasoningSplitter
@@ -73,15 +73,15 @@ def content(text: str, **kwargs: Any) -> str | None:
     return check_chunkings(text, **{**KW, **kwargs}).content
 
 
-def new_parser(spec: XmlToolsSpec = XmlToolsSpec(), counter: itertools.count[int] | None = None) -> XmlToolsParser:
+def new_parser(spec: TagPerToolFormat = TagPerToolFormat(), counter: itertools.count[int] | None = None) -> TagPerToolDriver:
     """A parser for one block, offered Cline's tools."""
     specs = normalize_tools(TOOLS)
     assert specs is not None
     numbers = counter if counter is not None else itertools.count()
-    ctx = ToolParserContext(
+    ctx = DriverContext(
         channel=Channel.CONTENT, new_call=lambda: next(numbers), tools={s.name: s for s in specs}, dialect="xml_tools"
     )
-    return XmlToolsParser(ctx, spec)
+    return TagPerToolDriver(ctx, spec)
 
 
 # -- registration ---------------------------------------------------------------------------
@@ -89,7 +89,7 @@ def new_parser(spec: XmlToolsSpec = XmlToolsSpec(), counter: itertools.count[int
 
 def test_registered_with_its_declarations() -> None:
     """``xml_tools`` is registered; its only opener is ``<``, which has no proper prefix to declare."""
-    d = registry.get_tool_parser("xml_tools")
+    d = registry.get_tool_dialect("xml_tools")
     assert d.openers == () and d.openers_for is xml_tools_openers
     assert d.token_prefixes == () and d.start_openers == ()
     assert d.description and d.families
@@ -302,7 +302,7 @@ def test_non_calls_take_no_call_numbers() -> None:
     """A ``<`` that opens no call costs no call number and goes out as text, in order."""
     specs = normalize_tools(TOOLS)
     assert specs is not None
-    feeder = ToolBlockFeeder(registry.get_tool_parser("xml_tools"), tools={s.name: s for s in specs})
+    feeder = ToolBlockFeeder(registry.get_tool_dialect("xml_tools"), tools={s.name: s for s in specs})
     text = "x < y, <b>bold</b> <!-- c --> <<>> " * 20
     out: list[object] = []
     for piece in random_chunks(text, 3):
@@ -466,18 +466,18 @@ def test_final_always_ends_the_block() -> None:
 # -- the candidate hold bound ------------------------------------------------------------------
 
 
-SMALL = XmlToolsSpec(hold_limit=16)
+SMALL = TagPerToolFormat(hold_limit=16)
 WTF_TOOLS = normalize_tools(tool_defs({"write_to_file": ("path", "content", "task_progress")}))
 
 
-def run_chain(chunks: Sequence[str], spec: XmlToolsSpec) -> ChatMessage:
+def run_chain(chunks: Sequence[str], spec: TagPerToolFormat) -> ChatMessage:
     """Run the stage chain with an unregistered ``xml_tools`` dialect declared with ``spec``."""
     assert WTF_TOOLS is not None
     by_name: dict[str, ToolSpec] = {s.name: s for s in WTF_TOOLS}
     dialect = xml_tools_dialect("xml_tools_test", spec)
     chain = SyncChain([
         ChannelRouter(), ReasoningSplitter(None), ToolBlockFeeder(dialect, tools=by_name),
-        IdentityFirstBuffer(), NameFilter(by_name), DeltaFramer(),
+        IdentityFirstBuffer(), NameFilter(by_name), DeltaAssembler(),
     ])
     deltas = []
     for c in chunks:
@@ -486,7 +486,7 @@ def run_chain(chunks: Sequence[str], spec: XmlToolsSpec) -> ChatMessage:
     return accumulate(deltas)
 
 
-def bounded(text: str, spec: XmlToolsSpec = SMALL) -> ChatMessage:
+def bounded(text: str, spec: TagPerToolFormat = SMALL) -> ChatMessage:
     """Parse ``text`` with ``spec`` on several chunkings; all must agree."""
     whole = run_chain([text], spec)
     for chunks in [list(text), *(random_chunks(text, s) for s in range(5))]:
@@ -518,7 +518,7 @@ def test_bound_is_the_documented_deviation() -> None:
     """Within the bound the strict last-``</content>`` rule holds; past it, long junk after the real end joins the value."""
     junk = "not a tag " * 3
     text = f"<write_to_file><content>abc</content>{junk}</write_to_file>"
-    strict = bounded(text, XmlToolsSpec())
+    strict = bounded(text, TagPerToolFormat())
     assert json.loads(strict.tool_calls[0].function.arguments) == {"content": "abc"}
     small = bounded(text)
     assert json.loads(small.tool_calls[0].function.arguments) == {"content": "abc</content>" + junk.rstrip()}
@@ -527,7 +527,7 @@ def test_bound_is_the_documented_deviation() -> None:
 def test_default_bound_keeps_the_strict_rule_for_long_fake_tails() -> None:
     """With the default bound, file text of 1000 characters after a fake ``</content>`` stays in the value."""
     body = "x </content> " + "y" * 1000
-    m = bounded(f"<write_to_file><content>{body}</content></write_to_file>", XmlToolsSpec())
+    m = bounded(f"<write_to_file><content>{body}</content></write_to_file>", TagPerToolFormat())
     assert json.loads(m.tool_calls[0].function.arguments) == {"content": body}
 
 
@@ -625,7 +625,7 @@ def test_snapshot_of_another_dialect() -> None:
 def test_hold_limit_must_be_positive() -> None:
     """A candidate window must hold at least one character."""
     with pytest.raises(ValueError, match="hold_limit must be a positive int"):
-        XmlToolsSpec(hold_limit=0)
+        TagPerToolFormat(hold_limit=0)
 
 
 def test_snapshot_tolerates_odd_deltas() -> None:

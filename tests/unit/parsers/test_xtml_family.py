@@ -184,11 +184,11 @@ def test_every_token_boundary_split(cut: int) -> None:
 def test_declared_token_prefixes() -> None:
     """The declared prefixes are the lead token plus any part of the tag word (the three tokens are atomic)."""
     assert xtml_prefixes(TOOLS[0]) == tuple(OPEN + "tools"[:k] for k in range(6))
-    dialect = registry.get_tool_parser("kimi_k3")
+    dialect = registry.get_tool_dialect("kimi_k3")
     for p in dialect.token_prefixes:
         assert any(o.startswith(p) and len(p) < len(o) for o in dialect.openers)
         assert p.startswith((OPEN, CLOSE)) and SEP not in p
-    spec = registry.get_reasoning_parser("kimi_k3")
+    spec = registry.get_reasoning_dialect("kimi_k3")
     assert spec.starts_open and spec.content_wrap == RESP
 
 

@@ -9,9 +9,9 @@ import pytest
 from deltaflow import Pipeline, StageError, StateError, TokenChunk, UnknownParserError
 from deltaflow.pipeline import SyncChain
 from deltaflow.pipeline.sources import to_chunk
-from deltaflow.stages import DeltaFramer, ReasoningSplitter
+from deltaflow.stages import DeltaAssembler, ReasoningSplitter
 
-FULL = ["detokenize", "router", "reasoning", "tools", "identity", "name_filter", "framer"]
+FULL = ["detokenize", "router", "reasoning", "tools", "identity", "name_filter", "assembler"]
 
 
 class Tap:
@@ -33,7 +33,7 @@ def test_for_model_builds_the_seven_stage_default_chain() -> None:
 
 def test_without_a_tool_parser_the_tool_stages_are_left_out() -> None:
     """Without a tool parser the tool block feeder, identity buffer and name filter are not in the chain."""
-    assert Pipeline.for_model(reasoning_parser="qwen3").names == ["detokenize", "router", "reasoning", "framer"]
+    assert Pipeline.for_model(reasoning_parser="qwen3").names == ["detokenize", "router", "reasoning", "assembler"]
 
 
 def test_for_model_validates_its_arguments_once() -> None:
@@ -52,11 +52,11 @@ def test_insert_before_after_append_replace_remove() -> None:
     assert p.insert_before("router", "a", Tap) is p
     assert p.insert_after("name_filter", "b", Tap) is p
     assert p.append("c", Tap) is p
-    assert p.names == ["detokenize", "a", "router", "reasoning", "tools", "identity", "name_filter", "b", "framer", "c"]
+    assert p.names == ["detokenize", "a", "router", "reasoning", "tools", "identity", "name_filter", "b", "assembler", "c"]
     assert p.replace("reasoning", lambda: ReasoningSplitter(None)) is p
     assert p.names[3] == "reasoning"
     assert p.remove("a").remove("c") is p
-    assert p.names == ["detokenize", "router", "reasoning", "tools", "identity", "name_filter", "b", "framer"]
+    assert p.names == ["detokenize", "router", "reasoning", "tools", "identity", "name_filter", "b", "assembler"]
 
 
 def test_build_makes_fresh_named_instances() -> None:
@@ -65,7 +65,7 @@ def test_build_makes_fresh_named_instances() -> None:
     first, second = p.build(), p.build()
     assert [s.name for s in first] == p.names
     assert all(a is not b for a, b in zip(first, second, strict=True))
-    assert isinstance(first[-1], DeltaFramer)
+    assert isinstance(first[-1], DeltaAssembler)
 
 
 @pytest.mark.parametrize("method", ["insert_before", "insert_after", "replace", "remove"])
@@ -89,7 +89,7 @@ def test_a_duplicate_stage_name_is_a_value_error(method: str) -> None:
     """Adding a stage under a name already present raises ValueError naming it, and leaves the chain as it was."""
     p = Pipeline.for_model(tool_parser="hermes")
     before = p.names
-    args: tuple[Any, ...] = ("router", Tap) if method == "append" else ("framer", "router", Tap)
+    args: tuple[Any, ...] = ("router", Tap) if method == "append" else ("assembler", "router", Tap)
     with pytest.raises(ValueError, match="'router' is already in the pipeline"):
         getattr(p, method)(*args)
     assert p.names == before

@@ -16,7 +16,7 @@ from deltaflow.messages import DeltaFunctionCall, DeltaMessage, DeltaToolCall
 from deltaflow.server.limits import EngineIdleError
 from deltaflow.sinks import AnthropicFramer, ChatCompletionsFramer, ResponsesFramer
 from deltaflow.sinks.framing.base import ERROR_TYPES, anthropic_error_type, failure_status, openai_error_type
-from deltaflow.stages.framer import Usage
+from deltaflow.stages.assembler import Usage
 
 SIGNER = ReasoningSigner("k")
 

@@ -10,7 +10,7 @@ import pytest
 from deltaflow import StateError
 from deltaflow.parsers import registry
 from deltaflow.stages import (
-    DeltaFramer,
+    DeltaAssembler,
     IdentityFirstBuffer,
     NameFilter,
     ReasoningSplitter,
@@ -33,11 +33,11 @@ class StageCase:
 STAGES = [
     StageCase("detokenize", Detokenizer, True),
     StageCase("router", ChannelRouter, False),
-    StageCase("reasoning", lambda: ReasoningSplitter(registry.get_reasoning_parser("qwen3")), True),
-    StageCase("tools", lambda: ToolBlockFeeder(registry.get_tool_parser("hermes")), True),
+    StageCase("reasoning", lambda: ReasoningSplitter(registry.get_reasoning_dialect("qwen3")), True),
+    StageCase("tools", lambda: ToolBlockFeeder(registry.get_tool_dialect("hermes")), True),
     StageCase("identity", IdentityFirstBuffer, True),
     StageCase("name_filter", NameFilter, False),
-    StageCase("framer", DeltaFramer, True),
+    StageCase("assembler", DeltaAssembler, True),
 ]
 
 

@@ -14,7 +14,7 @@ from deltaflow.parsers import registry
 from deltaflow.stages.reasoning import ReasoningSplitter
 from deltaflow.testing import check_chunkings, random_chunks
 
-QWEN3 = registry.get_reasoning_parser("qwen3")
+QWEN3 = registry.get_reasoning_dialect("qwen3")
 
 
 def split(chunks: list[str], *, enabled: bool = True, chunking: str = "any") -> list[object]:

@@ -7,24 +7,24 @@ from collections.abc import Sequence
 import pytest
 
 from deltaflow.items import Channel, ChannelText, ChunkEnd
-from deltaflow.parsers.spec import ReasoningSpec
+from deltaflow.parsers.spec import ReasoningDialect
 from deltaflow.stages.reasoning import ReasoningSplitter
 from deltaflow.testing import random_chunks
 
-LABELLED = ReasoningSpec(
+LABELLED = ReasoningDialect(
     name="t_labels", start="<s>", end="</s>", starts_open=False, start_labels=("thought\n", "thought")
 )
-WRAPPED = ReasoningSpec(name="t_wrap", start="<s>", end="</s>", starts_open=True, content_wrap=("<a>", "</a>"))
-STRIPPED = ReasoningSpec(name="t_strip", start="<s>", end="</s>", content_lstrip_newlines=True)
-REENTRANT = ReasoningSpec(
+WRAPPED = ReasoningDialect(name="t_wrap", start="<s>", end="</s>", starts_open=True, content_wrap=("<a>", "</a>"))
+STRIPPED = ReasoningDialect(name="t_strip", start="<s>", end="</s>", content_lstrip_newlines=True)
+REENTRANT = ReasoningDialect(
     name="t_re", start="<c>", end="</c>", starts_open=False, start_labels=("thought\n", "thought"), reentrant=True
 )
-REENTRANT_WRAPPED = ReasoningSpec(
+REENTRANT_WRAPPED = ReasoningDialect(
     name="t_re_wrap", start="<c>", end="</c>", starts_open=False, reentrant=True, content_wrap=("<a>", "</a>")
 )
 
 
-def run(spec: ReasoningSpec, chunks: Sequence[str], *, enabled: bool = True, chunking: str = "any") -> list[object]:
+def run(spec: ReasoningDialect, chunks: Sequence[str], *, enabled: bool = True, chunking: str = "any") -> list[object]:
     """Feed ``chunks`` through a splitter for ``spec`` and return every item, finish included."""
     s = ReasoningSplitter(spec, enabled=enabled, chunking=chunking)
     out: list[object] = []
@@ -43,7 +43,7 @@ def joined(items: Sequence[object]) -> tuple[str, str]:
     )
 
 
-def split_all_ways(spec: ReasoningSpec, text: str, **kwargs: object) -> tuple[str, str]:
+def split_all_ways(spec: ReasoningDialect, text: str, **kwargs: object) -> tuple[str, str]:
     """The (reasoning, content) of ``text``; whole, per-character, two-piece and random chunkings must agree."""
     want = joined(run(spec, [text], **kwargs))  # type: ignore[arg-type]
     ways = [list(text)] + [[text[:i], text[i:]] for i in range(1, len(text))]
@@ -162,7 +162,7 @@ def test_tokens_mode_agrees_when_every_prefix_is_declared() -> None:
     """With every marker prefix declared, "tokens" chunking gives the same split as "any"."""
     from deltaflow.parsers.spec import all_prefixes
 
-    spec = ReasoningSpec(
+    spec = ReasoningDialect(
         name="t_tok", start="<c>", end="</c>", starts_open=False, reentrant=True,
         start_labels=("thought\n", "thought"), content_wrap=("<a>", "</a>"),
         token_prefixes=all_prefixes("<c>", "</c>", "<a>", "</a>"),

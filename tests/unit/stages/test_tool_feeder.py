@@ -15,7 +15,7 @@ CALL = '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>'
 
 def run(items: list[ChannelText], dialect: str = "hermes", chunking: str = "any") -> list[object]:
     """Feed ``items`` to a new feeder and finish it; return every output item."""
-    f = ToolBlockFeeder(registry.get_tool_parser(dialect), chunking=chunking)
+    f = ToolBlockFeeder(registry.get_tool_dialect(dialect), chunking=chunking)
     out: list[object] = []
     for it in items:
         out.extend(f.feed(it))
@@ -46,27 +46,27 @@ def tool_events(items: list[object]) -> list[ToolDelta]:
 
 def test_plain_text_passes_through_at_once() -> None:
     """Text with no opener prefix at its end is released in the same feed."""
-    f = ToolBlockFeeder(registry.get_tool_parser("hermes"))
+    f = ToolBlockFeeder(registry.get_tool_dialect("hermes"))
     assert f.feed(ChannelText(C, "hello world")) == [ChannelText(C, "hello world")]
 
 
 def test_partial_opener_is_held_then_released() -> None:
     """A chunk tail that may begin the opener is held, and released as text when it is not one."""
-    f = ToolBlockFeeder(registry.get_tool_parser("hermes"))
+    f = ToolBlockFeeder(registry.get_tool_dialect("hermes"))
     assert texts(f.feed(ChannelText(C, "a <tool_"))) == [(C, "a ")]
     assert texts(f.feed(ChannelText(C, "box>"))) == [(C, "<tool_box>")]
 
 
 def test_partial_opener_is_released_at_finish() -> None:
     """finish() releases a held partial opener as text."""
-    f = ToolBlockFeeder(registry.get_tool_parser("hermes"))
+    f = ToolBlockFeeder(registry.get_tool_dialect("hermes"))
     f.feed(ChannelText(C, "x<tool_ca"))
     assert texts(f.finish()) == [(C, "<tool_ca")]
 
 
 def test_tokens_mode_does_not_hold_a_single_token_opener_prefix() -> None:
     """With chunking="tokens", hermes holds nothing ("<tool_call>" is one token)."""
-    f = ToolBlockFeeder(registry.get_tool_parser("hermes"), chunking="tokens")
+    f = ToolBlockFeeder(registry.get_tool_dialect("hermes"), chunking="tokens")
     assert texts(f.feed(ChannelText(C, "a <"))) == [(C, "a <")]
 
 
@@ -92,7 +92,7 @@ def test_markers_and_payload_are_never_channel_text() -> None:
 
 def test_call_numbers_are_sequential() -> None:
     """Each call gets the next response-wide number, across blocks and channels."""
-    f = ToolBlockFeeder(registry.get_tool_parser("hermes"))
+    f = ToolBlockFeeder(registry.get_tool_dialect("hermes"))
     out = f.feed(ChannelText(C, CALL)) + f.feed(ChannelText(C, "x" + CALL + CALL)) + f.finish()
     assert sorted({e.call for e in tool_events(out)}) == [0, 1, 2]
     assert f.calls == 3
@@ -109,7 +109,7 @@ def test_call_numbers_are_sequential() -> None:
 def test_blocks_inside_reasoning_followed_by_text_are_reasoning_text(after: ChannelText, label: str) -> None:
     """Blocks inside reasoning followed by more text were only thought: their raw text is reasoning, verbatim,
     no event is emitted and their call numbers are reused."""
-    f = ToolBlockFeeder(registry.get_tool_parser("hermes"))
+    f = ToolBlockFeeder(registry.get_tool_dialect("hermes"))
     out = f.feed(ChannelText(R, "r " + CALL + "\n")) + f.feed(ChannelText(R, CALL)) + f.feed(after)
     assert tool_events(out) == [], label
     assert f.calls == 0
@@ -120,7 +120,7 @@ def test_blocks_inside_reasoning_followed_by_text_are_reasoning_text(after: Chan
 
 def test_blocks_ending_unclosed_reasoning_are_held_until_the_end() -> None:
     """Blocks inside reasoning with only blanks after them are calls, emitted when the output ends."""
-    f = ToolBlockFeeder(registry.get_tool_parser("hermes"))
+    f = ToolBlockFeeder(registry.get_tool_dialect("hermes"))
     out = f.feed(ChannelText(R, "r " + CALL + "\n")) + f.feed(ChannelText(R, CALL + "\n\n"))
     assert tool_events(out) == [] and texts(out) == [(R, "r ")]
     out += f.finish()
@@ -152,7 +152,7 @@ def test_held_whitespace_is_released_when_the_channel_changes() -> None:
 
 def test_other_items_pass_through() -> None:
     """Items that are not ChannelText pass through unchanged."""
-    f = ToolBlockFeeder(registry.get_tool_parser("hermes"))
+    f = ToolBlockFeeder(registry.get_tool_dialect("hermes"))
     marker = object()
     assert f.feed(marker) == [marker]
 
@@ -183,7 +183,7 @@ def test_finish_ends_an_open_block() -> None:
 
 def test_finish_twice_is_a_state_error() -> None:
     """finish() may be called only once."""
-    f = ToolBlockFeeder(registry.get_tool_parser("hermes"))
+    f = ToolBlockFeeder(registry.get_tool_dialect("hermes"))
     f.finish()
     with pytest.raises(StateError):
         f.finish()

@@ -50,14 +50,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import final
 
-from .._core.jsonscan import JsonScanner
-from .._core.text import skip_json_ws
-from ..items import ToolDelta
-from ..tools import ToolSpec
-from .base import BLANK_RUN_MAX, ToolParserBase
-from .spec import ToolParserContext
+from ..._core.jsonscan import JsonScanner
+from ..._core.text import skip_json_ws
+from ...items import ToolDelta
+from ...tools import ToolSpec
+from ..base import BLANK_RUN_MAX, DriverBase
+from ..spec import DriverContext
 
-__all__ = ("MAX_RECIPIENT", "RECIPIENT_SLACK", "RecipientParser", "RecipientSpec")
+__all__ = ("MAX_RECIPIENT", "RECIPIENT_SLACK", "RecipientDriver", "RecipientFormat")
 
 MAX_RECIPIENT = 256
 """The longest first line held as a possible recipient when the request offers no tools."""
@@ -73,7 +73,7 @@ _LINE, _WAIT, _JSON, _AFTER, _CONTENT, _DONE = range(6)
 
 
 @dataclass(frozen=True)
-class RecipientSpec:
+class RecipientFormat:
     """Declaration of a recipient-addressed format.
 
     Attributes:
@@ -85,7 +85,7 @@ class RecipientSpec:
     content_recipient: str = "all"
 
 
-def recipient_bound(spec: RecipientSpec, tools: Mapping[str, ToolSpec] | None) -> int:
+def recipient_bound(spec: RecipientFormat, tools: Mapping[str, ToolSpec] | None) -> int:
     """The longest first line that may still be a recipient for the request's tools."""
     if not tools:
         return MAX_RECIPIENT
@@ -93,12 +93,12 @@ def recipient_bound(spec: RecipientSpec, tools: Mapping[str, ToolSpec] | None) -
 
 
 @final
-class RecipientParser(ToolParserBase):
+class RecipientDriver(DriverBase):
     """Parses a whole recipient-addressed output (see the module docstring)."""
 
     __slots__ = ("_spec", "_state", "_line", "_bound", "_name", "_scan", "_pending")
 
-    def __init__(self, ctx: ToolParserContext, spec: RecipientSpec) -> None:
+    def __init__(self, ctx: DriverContext, spec: RecipientFormat) -> None:
         super().__init__(ctx)
         self._spec = spec
         self._state = _LINE

@@ -8,7 +8,7 @@ corpus notes of ``llamacpp:minimax_m3``; llama.cpp's ``MiniMax-M3.jinja``)::
     element := M<KEY> (value | ws element+ ws) M</KEY>
     value   := raw text up to the next M
 
-declared by a frozen :class:`XmlElementSpec` (the prefix and the block and
+declared by a frozen :class:`XmlElementFormat` (the prefix and the block and
 call tag names). Rules of this driver:
 
 * A parameter is an element named by its key. An element whose first
@@ -57,8 +57,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import final
 
-from .._core.holdback import MarkerHoldback
-from .._core.schema import (
+from ..._core.holdback import MarkerHoldback
+from ..._core.schema import (
     STRING_PLAN,
     Tentative,
     ValuePlan,
@@ -68,10 +68,10 @@ from .._core.schema import (
     plan_for_schema,
     tentative,
 )
-from .base import BLANK_RUN_MAX, ToolParserBase
-from .spec import ToolParserContext
+from ..base import BLANK_RUN_MAX, DriverBase
+from ..spec import DriverContext
 
-__all__ = ("TAG_MAX", "XmlElementParser", "XmlElementSpec")
+__all__ = ("TAG_MAX", "XmlElementDriver", "XmlElementFormat")
 
 TAG_MAX = 512
 """Longest tag body (between ``<`` and ``>``) held while incomplete; a longer one is not a tag."""
@@ -92,7 +92,7 @@ _OBJ, _ARR = 0, 1
 
 
 @dataclass(frozen=True)
-class XmlElementSpec:
+class XmlElementFormat:
     """Declaration of an element-per-parameter XML tool format.
 
     Attributes:
@@ -118,7 +118,7 @@ class XmlElementSpec:
 
 
 @cache
-def _derived(spec: XmlElementSpec) -> tuple[MarkerHoldback, str, re.Pattern[str], MarkerHoldback]:
+def _derived(spec: XmlElementFormat) -> tuple[MarkerHoldback, str, re.Pattern[str], MarkerHoldback]:
     """What every parser of one declaration shares: the marker holdback, the block closer, and where a
     call tag that is no call ends (its closer, or where the next call or the block's end begins)."""
     closer = f"{spec.prefix}</{spec.block_tag}>"
@@ -152,7 +152,7 @@ def _resolve(schema: object, root: Mapping[str, object]) -> Mapping[str, object]
 
 
 @final
-class XmlElementParser(ToolParserBase):
+class XmlElementDriver(DriverBase):
     """Parses one block of an element-per-parameter XML dialect (see the module docstring)."""
 
     __slots__ = (
@@ -160,7 +160,7 @@ class XmlElementParser(ToolParserBase):
         "_vmode", "_parts", "_vsaw", "_vscalar", "_vwhole", "_mhold", "_closer", "_skip_end", "_skip_hold",
     )
 
-    def __init__(self, ctx: ToolParserContext, spec: XmlElementSpec) -> None:
+    def __init__(self, ctx: DriverContext, spec: XmlElementFormat) -> None:
         super().__init__(ctx)
         self._spec = spec
         self._m = spec.prefix

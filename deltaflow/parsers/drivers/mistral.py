@@ -54,13 +54,13 @@ from __future__ import annotations
 
 import re
 
-from .._core.jsonscan import JsonScanner
-from .._core.text import decode_json_string, has_surrogate, skip_json_ws
-from ..items import ToolDelta
-from .base import ToolParserBase
-from .spec import ToolParserContext
+from ..._core.jsonscan import JsonScanner
+from ..._core.text import decode_json_string, has_surrogate, skip_json_ws
+from ...items import ToolDelta
+from ..base import DriverBase
+from ..spec import DriverContext
 
-__all__ = ("ARGS", "CALL_ID", "MARKER", "MistralToolParser")
+__all__ = ("ARGS", "CALL_ID", "MARKER", "MistralDriver")
 
 MARKER = "[TOOL_CALLS]"
 """The block opener (a control token in every Mistral tokenizer)."""
@@ -98,7 +98,7 @@ def _partial_marker(text: str, pos: int) -> bool:
     return len(text) - pos < _LONGEST and any(m.startswith(text[pos:]) for m in _MARKERS)
 
 
-class MistralToolParser(ToolParserBase):
+class MistralDriver(DriverBase):
     """Parses one ``[TOOL_CALLS]`` block (see the module docstring).
 
     Args:
@@ -110,7 +110,7 @@ class MistralToolParser(ToolParserBase):
         "_id", "_args_started", "_args_done", "_arg_from", "_pending", "_spaced",
     )
 
-    def __init__(self, ctx: ToolParserContext) -> None:
+    def __init__(self, ctx: DriverContext) -> None:
         super().__init__(ctx)
         self._state = _OPEN
         self._envelope = False  # the call is a pre-v11 JSON object
@@ -139,7 +139,7 @@ class MistralToolParser(ToolParserBase):
 
     # -- the contract -------------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
-        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolParser`)."""
+        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""
         self.begin(text, start)
         self._arg_from = start
         pos = self._run(text, start, out, final)

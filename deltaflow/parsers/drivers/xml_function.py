@@ -7,7 +7,7 @@ Every dialect of this family is the same grammar with different markers
     call    := CALL_OPEN header [param* | json] [CALL_CLOSE]
     param   := PARAM_OPEN key KEY_END [VALUE_OPEN] value VALUE_CLOSE
 
-declared by a frozen :class:`XmlFunctionSpec`: ``<function=NAME>`` or
+declared by a frozen :class:`XmlFunctionFormat`: ``<function=NAME>`` or
 ``<invoke name="NAME">`` headers (GLM: the bare name right after
 ``<tool_call>``), ``<parameter=KEY>`` / ``<parameter name="KEY">`` /
 ``<arg_key>KEY</arg_key><arg_value>`` parameters, and per-dialect options
@@ -76,9 +76,9 @@ from typing import Literal, final
 
 import msgspec
 
-from .._core.holdback import MarkerHoldback
-from .._core.jsonscan import JsonScanner
-from .._core.schema import (
+from ..._core.holdback import MarkerHoldback
+from ..._core.jsonscan import JsonScanner
+from ..._core.schema import (
     JSON_PLAN,
     STRING_PLAN,
     Tentative,
@@ -90,10 +90,10 @@ from .._core.schema import (
     parameter_plans,
     tentative,
 )
-from .base import BLANK_RUN_MAX, ToolParserBase
-from .spec import ToolParserContext
+from ..base import BLANK_RUN_MAX, DriverBase
+from ..spec import DriverContext
 
-__all__ = ("XmlFunctionParser", "XmlFunctionSpec")
+__all__ = ("XmlFunctionDriver", "XmlFunctionFormat")
 
 MAX_HEADER = 512
 """Longest function or parameter header (between its open tag and ``>``) held before it is malformed."""
@@ -117,7 +117,7 @@ _STREAM, _HOLD = 0, 1
 # Indexes into _Tables.block_markers and .body_markers (an absent marker is "", never matched).
 _BL_CALL_OPEN, _BL_BLOCK_CLOSE = range(2)
 _B_PARAM, _B_CALL_CLOSE, _B_BLOCK_CLOSE, _B_CALL_OPEN, _B_BLOCK_OPEN = range(5)
-# CDATA states of a value (XmlFunctionSpec.cdata): none / maybe at its start / inside / right after ``]]>``.
+# CDATA states of a value (XmlFunctionFormat.cdata): none / maybe at its start / inside / right after ``]]>``.
 _CD_NONE, _CD_START, _CD_IN, _CD_AFTER = range(4)
 CDATA_OPEN = "<![CDATA["
 CDATA_CLOSE = "]]>"
@@ -125,7 +125,7 @@ _CDATA_HOLD = MarkerHoldback((CDATA_CLOSE,))
 
 
 @dataclass(frozen=True)
-class XmlFunctionSpec:
+class XmlFunctionFormat:
     """Declaration of an XML-like, function-first tool format.
 
     Attributes:
@@ -221,7 +221,7 @@ class _Tables:
 
 
 @cache
-def _tables(spec: XmlFunctionSpec) -> _Tables:
+def _tables(spec: XmlFunctionFormat) -> _Tables:
     sep_markers: tuple[str, ...] = ("\\n",) if spec.literal_newline_ws else ()
     if spec.fillers:
         sep_markers += spec.fillers
@@ -285,7 +285,7 @@ def _attrs(header: str) -> dict[str, str] | None:
 
 
 @final
-class XmlFunctionParser(ToolParserBase):
+class XmlFunctionDriver(DriverBase):
     """Parses one block of an XML-like, function-first dialect (see the module docstring)."""
 
     __slots__ = (
@@ -294,7 +294,7 @@ class XmlFunctionParser(ToolParserBase):
         "_scan", "_json_pending", "_args_done", "_name_max", "_vcdata",
     )
 
-    def __init__(self, ctx: ToolParserContext, spec: XmlFunctionSpec) -> None:
+    def __init__(self, ctx: DriverContext, spec: XmlFunctionFormat) -> None:
         super().__init__(ctx)
         self._spec = spec
         self._t = _tables(spec)
@@ -683,7 +683,7 @@ class XmlFunctionParser(ToolParserBase):
         return stop, True
 
     def _cdata(self, text: str, pos: int, out: list[object], final: bool) -> tuple[int, bool | None]:
-        """A CDATA-wrapped value (``XmlFunctionSpec.cdata``): ``(pos, more)``, or ``(pos, None)`` to scan on as plain text."""
+        """A CDATA-wrapped value (``XmlFunctionFormat.cdata``): ``(pos, more)``, or ``(pos, None)`` to scan on as plain text."""
         n = len(text)
         if self._vcdata == _CD_START:
             if text.startswith(CDATA_OPEN, pos):

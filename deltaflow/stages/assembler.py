@@ -1,4 +1,4 @@
-"""Framer: items -> :class:`~deltaflow.messages.DeltaMessage` s, with each chunk's metadata.
+"""Assembler: items -> :class:`~deltaflow.messages.DeltaMessage` s, with each chunk's metadata.
 
 Stable-prefix guarantee: holds the items of the current engine chunk until
 its :class:`~deltaflow.items.ChunkEnd` (in a fused chain they arrive in the
@@ -32,7 +32,7 @@ from ..errors import StateError
 from ..items import CallDelta, Channel, ChannelText, ChunkEnd, EngineUsage
 from ..messages import DeltaFunctionCall, DeltaMessage, DeltaToolCall
 
-__all__ = ("DeltaFramer", "Usage")
+__all__ = ("DeltaAssembler", "Usage")
 
 
 class Usage(msgspec.Struct, kw_only=True):
@@ -56,12 +56,12 @@ class Usage(msgspec.Struct, kw_only=True):
     reasoning_known: bool = False
 
 
-class DeltaFramer:
+class DeltaAssembler:
     """Frames items into deltas (see the module docstring)."""
 
     __slots__ = ("_finish_reason", "_finished", "_ids", "_items", "_logprobs", "_reported", "calls_emitted", "usage")
 
-    name = "framer"
+    name = "assembler"
 
     def __init__(self) -> None:
         self.calls_emitted = 0
@@ -126,7 +126,7 @@ class DeltaFramer:
     def finish(self) -> list[DeltaMessage]:
         """The stream ended: frame what is left and put the held metadata and finish reason on the last delta."""
         if self._finished:
-            raise StateError("DeltaFramer.finish() called twice")
+            raise StateError("DeltaAssembler.finish() called twice")
         self._finished = True
         deltas = self.frame(self._items) if self._items else []
         self._items = []
@@ -195,7 +195,7 @@ class DeltaFramer:
                 self._report(it)
                 i += 1
                 continue
-            raise TypeError(f"the framer cannot frame a {type(it).__name__}")
+            raise TypeError(f"the assembler cannot frame a {type(it).__name__}")
         return out
 
     def _report(self, report: EngineUsage) -> None:

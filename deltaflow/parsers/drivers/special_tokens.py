@@ -54,13 +54,13 @@ import enum
 import re
 from dataclasses import dataclass
 
-from .._core.holdback import MarkerHoldback
-from .._core.jsonscan import JsonScanner
-from .._core.text import skip_json_ws
-from .base import ToolParserBase
-from .spec import ToolDialect, ToolParserContext
+from ..._core.holdback import MarkerHoldback
+from ..._core.jsonscan import JsonScanner
+from ..._core.text import skip_json_ws
+from ..base import DriverBase
+from ..spec import ToolDialect, DriverContext
 
-__all__ = ("HeaderKind", "SpecialTokenParser", "SpecialTokenSpec", "special_token_dialect")
+__all__ = ("HeaderKind", "SpecialTokenDriver", "SpecialTokenFormat", "special_token_dialect")
 
 _FENCE = "```"
 # An opening code fence with its optional language tag (```json).
@@ -82,7 +82,7 @@ class HeaderKind(enum.Enum):
 
 
 @dataclass(frozen=True)
-class SpecialTokenSpec:
+class SpecialTokenFormat:
     """Declaration of a section/call special-token tool format.
 
     Attributes:
@@ -128,9 +128,9 @@ class _Tables:
 
     __slots__ = ("any_marker", "between", "ends", "name_end", "hold", "call_id")
 
-    def __init__(self, spec: SpecialTokenSpec) -> None:
+    def __init__(self, spec: SpecialTokenFormat) -> None:
         if spec.header is HeaderKind.ID_SEP and spec.call_id is None:
-            raise ValueError("a SpecialTokenSpec with header=ID_SEP needs a call_id pattern")
+            raise ValueError("a SpecialTokenFormat with header=ID_SEP needs a call_id pattern")
         markers = _alternation(spec.markers)
         self.any_marker = re.compile(markers)
         self.between = re.compile(_alternation((spec.call_open, *spec.section_close)))
@@ -138,11 +138,11 @@ class _Tables:
         self.ends = re.compile(_alternation((spec.call_close, spec.call_open, *spec.section_close)))
         # A V3 name runs to the newline (or, leniently, to a fence, an object or a marker).
         self.name_end = re.compile(r"\n|```|\{|" + markers)
-        self.hold = MarkerHoldback((*spec.markers, _FENCE), mode="any")
+        self.hold = MarkerHoldback((*spec.markers, _FENCE), chunking="any")
         self.call_id = re.compile(spec.call_id) if spec.call_id is not None else None
 
 
-class SpecialTokenParser(ToolParserBase):
+class SpecialTokenDriver(DriverBase):
     """Parses one special-token tool block (see the module docstring).
 
     Args:
@@ -156,7 +156,7 @@ class SpecialTokenParser(ToolParserBase):
         "_args_closed", "_ended", "_aborted", "_fenced", "_fence_closed",
     )
 
-    def __init__(self, ctx: ToolParserContext, spec: SpecialTokenSpec, tables: _Tables | None = None) -> None:
+    def __init__(self, ctx: DriverContext, spec: SpecialTokenFormat, tables: _Tables | None = None) -> None:
         super().__init__(ctx)
         self._spec = spec
         self._t = tables if tables is not None else _Tables(spec)
@@ -183,7 +183,7 @@ class SpecialTokenParser(ToolParserBase):
 
     # -- the feed ---------------------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
-        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolParser`)."""
+        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""
         self.begin(text, start)
         self._args_from = start
         pos = start
@@ -498,7 +498,7 @@ class SpecialTokenParser(ToolParserBase):
     def _drop(self, out: list[object], pos: int, close_args: str | None = None) -> None:
         """Surface the uncommitted text up to ``pos`` and complete a named call; the block goes on.
 
-        ``ToolParserBase.abort`` also ends the block; a section resumes at its next marker.
+        ``DriverBase.abort`` also ends the block; a section resumes at its next marker.
         """
         self._args_pending = []
         if self.named and not self._ended:
@@ -523,7 +523,7 @@ class SpecialTokenParser(ToolParserBase):
 
 def special_token_dialect(
     name: str,
-    spec: SpecialTokenSpec,
+    spec: SpecialTokenFormat,
     *,
     token_prefixes: tuple[str, ...] = (),
     tokenizers: tuple[str, ...] = (),
@@ -546,8 +546,8 @@ def special_token_dialect(
     """
     tables = _Tables(spec)
 
-    def factory(ctx: ToolParserContext) -> SpecialTokenParser:
-        return SpecialTokenParser(ctx, spec, tables)
+    def factory(ctx: DriverContext) -> SpecialTokenDriver:
+        return SpecialTokenDriver(ctx, spec, tables)
 
     return ToolDialect(
         name=name,

@@ -62,11 +62,11 @@ import json
 import re
 from collections.abc import Callable
 
-from .._core.text import skip_space
-from .base import ToolParserBase
-from .spec import ToolParserContext
+from ..._core.text import skip_space
+from ..base import DriverBase
+from ..spec import DriverContext
 
-__all__ = ("PYTHON_END", "PYTHON_START", "PythonicToolParser", "literal_to_json")
+__all__ = ("PYTHON_END", "PYTHON_START", "PythonicDriver", "literal_to_json")
 
 PYTHON_START = "<|python_start|>"
 """Llama 4's optional opener around the call list (a special token)."""
@@ -125,7 +125,7 @@ def literal_to_json(source: str) -> str | None:
     return text
 
 
-class PythonicToolParser(ToolParserBase):
+class PythonicDriver(DriverBase):
     """Parses one pythonic call list (see the module docstring).
 
     Args:
@@ -145,7 +145,7 @@ class PythonicToolParser(ToolParserBase):
 
     def __init__(
         self,
-        ctx: ToolParserContext,
+        ctx: DriverContext,
         *,
         start: str = PYTHON_START,
         end: str = PYTHON_END,
@@ -175,7 +175,7 @@ class PythonicToolParser(ToolParserBase):
 
     # -- the contract -------------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
-        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolParser`)."""
+        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""
         self.begin(text, start)
         pos = self._run(text, start, out, final)
         if not self.done:

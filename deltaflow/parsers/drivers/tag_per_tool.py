@@ -11,7 +11,7 @@ element per parameter, values are raw text::
 Rules of this driver:
 
 * **Names come from the request.** ``<NAME>`` opens a call only when
-  ``NAME`` is one of the request's tools (``ToolParserContext.tools``), written
+  ``NAME`` is one of the request's tools (``DriverContext.tools``), written
   exactly so (no attributes, no spaces: Cline's rule). Any other tag, and
   every ``<`` when the request has no tools, is plain text, surfaced unchanged
   and in order. The parameters of a tool are the ``properties`` of its JSON
@@ -26,7 +26,7 @@ Rules of this driver:
   as it arrives; trailing whitespace is held until non-space text follows,
   and dropped when the value ends.
 * **A value ends at the first ``</key>``**, except for the *content-like*
-  parameters the dialect declares (:attr:`XmlToolsSpec.last_close`, by default
+  parameters the dialect declares (:attr:`TagPerToolFormat.last_close`, by default
   ``content`` and ``diff``): their value ends at the **last** ``</key>``
   before the tool's closing tag, so file text that contains ``</content>``
   survives (Cline re-extracts ``write_to_file``'s content with
@@ -51,7 +51,7 @@ Stable-prefix guarantee (what is held, for how long):
 * inside a value: a partial ``</key`` tag and trailing whitespace, until
   the next non-space character;
 * after a candidate end ``</content>`` of a content-like value: the text
-  after it, within a window of :attr:`XmlToolsSpec.hold_limit` characters
+  after it, within a window of :attr:`TagPerToolFormat.hold_limit` characters
   (default 1024). The earliest ``</content>`` or ``</NAME>`` lying wholly in
   the window decides: another ``</content>`` means the candidate was file
   text (the held text is emitted as value and the new tag is the candidate);
@@ -88,13 +88,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._core.jsonscan import JsonScanner
-from .._core.text import skip_json_ws
-from ..messages import DeltaMessage
-from .base import ToolParserBase
-from .spec import ToolParserContext
+from ..._core.jsonscan import JsonScanner
+from ..._core.text import skip_json_ws
+from ...messages import DeltaMessage
+from ..base import DriverBase
+from ..spec import DriverContext
 
-__all__ = ("BlockSnapshot", "Snapshotter", "XmlToolsParser", "XmlToolsSpec")
+__all__ = ("BlockSnapshot", "Snapshotter", "TagPerToolDriver", "TagPerToolFormat")
 
 # Tool names are validated by deltaflow.tools: 1 to 128 of these characters.
 _MAX_TOOL_NAME = 128
@@ -126,7 +126,7 @@ def _partial(text: str, start: int, tag: str) -> int:
 
 
 @dataclass(frozen=True)
-class XmlToolsSpec:
+class TagPerToolFormat:
     """Declaration of a tag-per-tool format.
 
     Attributes:
@@ -149,7 +149,7 @@ class XmlToolsSpec:
 _OPEN, _TEXT, _BODY, _LEAD, _VALUE, _CAND, _VALUE2, _DONE = range(8)
 
 
-class XmlToolsParser(ToolParserBase):
+class TagPerToolDriver(DriverBase):
     """Parses one ``<NAME>...</NAME>`` call, or declares a ``<`` not a call (see the module docstring)."""
 
     __slots__ = (
@@ -157,7 +157,7 @@ class XmlToolsParser(ToolParserBase):
         "_close_param", "_last", "_ws", "_scanned",
     )
 
-    def __init__(self, ctx: ToolParserContext, spec: XmlToolsSpec) -> None:
+    def __init__(self, ctx: DriverContext, spec: TagPerToolFormat) -> None:
         super().__init__(ctx)
         self._spec = spec
         self._state = _OPEN

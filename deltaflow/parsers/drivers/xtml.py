@@ -60,9 +60,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import final
 
-from .._core.holdback import MarkerHoldback
-from .._core.jsonscan import JsonScanner
-from .._core.schema import (
+from ..._core.holdback import MarkerHoldback
+from ..._core.jsonscan import JsonScanner
+from ..._core.schema import (
     STRING_PLAN,
     Tentative,
     ValuePlan,
@@ -72,11 +72,11 @@ from .._core.schema import (
     parameter_plans,
     tentative,
 )
-from .._core.text import has_surrogate, skip_json_ws
-from .base import ToolParserBase
-from .spec import ToolDialect, ToolParserContext
+from ..._core.text import has_surrogate, skip_json_ws
+from ..base import DriverBase
+from ..spec import ToolDialect, DriverContext
 
-__all__ = ("MAX_HEADER", "XTML_TYPES", "XtmlParser", "XtmlSpec", "xtml_dialect")
+__all__ = ("MAX_HEADER", "XTML_TYPES", "XtmlDriver", "XtmlFormat", "xtml_dialect")
 
 MAX_HEADER = 512
 """Longest tag header (between ``<|open|>`` / ``<|close|>`` and ``<|sep|>``) held before it is malformed."""
@@ -99,7 +99,7 @@ _OPEN, _SECTION, _BODY, _VALUE, _JSON, _JSON_AFTER, _SKIP = range(7)
 
 
 @cache
-def _skip_markers(spec: XtmlSpec) -> tuple[re.Pattern[str], str, MarkerHoldback]:
+def _skip_markers(spec: XtmlFormat) -> tuple[re.Pattern[str], str, MarkerHoldback]:
     """Where a call tag that is no call ends: its call closer, or the section closer before it."""
     call_close, tools_close = spec.tag(False, "call"), spec.tag(False, spec.tools)
     pattern = re.compile(re.escape(call_close) + "|" + re.escape(tools_close))
@@ -112,7 +112,7 @@ def _unescape(value: str) -> str:
 
 
 @dataclass(frozen=True)
-class XtmlSpec:
+class XtmlFormat:
     """The XTML tokens and section names.
 
     Attributes:
@@ -145,7 +145,7 @@ class XtmlSpec:
 
 
 @final
-class XtmlParser(ToolParserBase):
+class XtmlDriver(DriverBase):
     """Parses one XTML block (see the module docstring).
 
     Args:
@@ -158,7 +158,7 @@ class XtmlParser(ToolParserBase):
         "_scan", "_jfrom", "_jpending", "_plans", "_tok_re", "_framing", "_tools_open", "_whole", "_after_bad",
     )
 
-    def __init__(self, ctx: ToolParserContext, spec: XtmlSpec) -> None:
+    def __init__(self, ctx: DriverContext, spec: XtmlFormat) -> None:
         super().__init__(ctx)
         self._spec = spec
         self._state = _OPEN
@@ -187,7 +187,7 @@ class XtmlParser(ToolParserBase):
 
     # -- the feed ------------------------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
-        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolParser`)."""
+        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""
         self.begin(text, start)
         self._jfrom = start
         pos = start
@@ -559,7 +559,7 @@ def _attrs(text: str) -> dict[str, str] | None:
 
 def xtml_dialect(
     name: str,
-    spec: XtmlSpec,
+    spec: XtmlFormat,
     *,
     token_prefixes: tuple[str, ...] = (),
     tokenizers: tuple[str, ...] = (),
@@ -577,8 +577,8 @@ def xtml_dialect(
         families: model families served.
     """
 
-    def factory(ctx: ToolParserContext) -> XtmlParser:
-        return XtmlParser(ctx, spec)
+    def factory(ctx: DriverContext) -> XtmlDriver:
+        return XtmlDriver(ctx, spec)
 
     return ToolDialect(
         name=name,

@@ -6,7 +6,7 @@ import pytest
 
 from deltaflow import DeltaMessage, ResponseParser, StateError, accumulate
 from deltaflow.items import CallDelta, Channel, ChannelText, ChunkEnd, ToolDelta
-from deltaflow.stages.framer import DeltaFramer
+from deltaflow.stages.assembler import DeltaAssembler
 
 C, R = Channel.CONTENT, Channel.REASONING
 
@@ -24,7 +24,7 @@ def kinds(deltas: list[DeltaMessage]) -> list[str]:
 
 def test_adjacent_text_of_one_channel_is_merged() -> None:
     """Adjacent text of the same channel becomes one delta."""
-    deltas = DeltaFramer().frame([ChannelText(C, "a"), ChannelText(C, "b"), ChannelText(C, "c")])
+    deltas = DeltaAssembler().frame([ChannelText(C, "a"), ChannelText(C, "b"), ChannelText(C, "c")])
     assert deltas == [DeltaMessage(content="abc")]
 
 
@@ -37,14 +37,14 @@ def test_channel_order_is_kept() -> None:
         ChannelText(C, "c"),
         ChannelText(R, "r3"),
     ]
-    deltas = DeltaFramer().frame(items)
+    deltas = DeltaAssembler().frame(items)
     assert kinds(deltas) == ["reasoning", "tool", "reasoning", "content", "reasoning"]
     assert [d.reasoning_content for d in deltas if d.reasoning_content] == ["r1", "r2", "r3"]
 
 
 def test_empty_text_is_dropped() -> None:
     """Empty text makes no delta."""
-    assert DeltaFramer().frame([ChannelText(C, ""), ChannelText(R, "")]) == []
+    assert DeltaAssembler().frame([ChannelText(C, ""), ChannelText(R, "")]) == []
 
 
 def test_first_fragment_of_a_call_has_id_type_and_name() -> None:
@@ -54,7 +54,7 @@ def test_first_fragment_of_a_call_has_id_type_and_name() -> None:
         CallDelta(index=0, args=": 1"),
         CallDelta(index=0, args="}"),
     ]
-    (d,) = DeltaFramer().frame(items)
+    (d,) = DeltaAssembler().frame(items)
     (tc,) = d.tool_calls
     got = (tc.index, tc.id, tc.type, tc.function.name, tc.function.arguments)
     assert got == (0, "call_x", "function", "f", '{"a": 1}')
@@ -62,7 +62,7 @@ def test_first_fragment_of_a_call_has_id_type_and_name() -> None:
 
 def test_named_fragment_without_arguments_has_no_arguments_field() -> None:
     """A first fragment with no argument text leaves ``arguments`` unset."""
-    (d,) = DeltaFramer().frame([CallDelta(index=0, id="i", name="f")])
+    (d,) = DeltaAssembler().frame([CallDelta(index=0, id="i", name="f")])
     assert d.tool_calls[0].function.arguments is None
 
 
@@ -73,7 +73,7 @@ def test_fragments_of_different_calls_are_not_merged() -> None:
         CallDelta(index=1, id="j", name="g", args="{"),
         CallDelta(index=1, args="}"),
     ]
-    deltas = DeltaFramer().frame(items)
+    deltas = DeltaAssembler().frame(items)
     assert [(tc.index, tc.function.name, tc.function.arguments) for d in deltas for tc in d.tool_calls] == [
         (0, None, "{}"),
         (1, "g", "{}"),
@@ -82,7 +82,7 @@ def test_fragments_of_different_calls_are_not_merged() -> None:
 
 def test_calls_emitted_counts_named_fragments() -> None:
     """``calls_emitted`` counts the calls whose first fragment was framed."""
-    f = DeltaFramer()
+    f = DeltaAssembler()
     f.frame([CallDelta(index=0, id="i", name="f"), CallDelta(index=0, args="{}")])
     f.frame([CallDelta(index=1, id="j", name="g")])
     assert f.calls_emitted == 2
@@ -90,7 +90,7 @@ def test_calls_emitted_counts_named_fragments() -> None:
 
 def test_feed_frames_a_chunk_on_its_end_marker() -> None:
     """Items fed one by one are framed, merged, when their chunk's ChunkEnd arrives."""
-    f = DeltaFramer()
+    f = DeltaAssembler()
     assert f.feed(ChannelText(C, "a")) == []
     assert f.feed(ChannelText(C, "b")) == []
     assert f.feed(ChunkEnd()) == [DeltaMessage(content="ab")]
@@ -98,11 +98,11 @@ def test_feed_frames_a_chunk_on_its_end_marker() -> None:
 
 def test_finish_reason_goes_on_the_last_delta() -> None:
     """At finish, the finish reason goes on the last delta; "stop" becomes "tool_calls" after a call."""
-    f = DeltaFramer()
+    f = DeltaAssembler()
     f.feed(CallDelta(index=0, id="i", name="f", args="{}"))
     f.feed(ChunkEnd(finish_reason="stop"))
     assert f.finish() == [DeltaMessage(finish_reason="tool_calls")]
-    g = DeltaFramer()
+    g = DeltaAssembler()
     g.feed(ChannelText(C, "hi"))
     g.feed(ChunkEnd(finish_reason="length"))
     assert g.finish() == [DeltaMessage(finish_reason="length")]
@@ -110,7 +110,7 @@ def test_finish_reason_goes_on_the_last_delta() -> None:
 
 def test_token_ids_reach_the_client_once() -> None:
     """A chunk's token ids go on its last delta, or on the next delta emitted when it produced none."""
-    f = DeltaFramer()
+    f = DeltaAssembler()
     out = f.feed(ChunkEnd(token_ids=[1, 2]))  # no delta: the ids wait
     out += f.feed(ChannelText(R, "r"))
     out += f.feed(ChannelText(C, "c"))
@@ -122,7 +122,7 @@ def test_token_ids_reach_the_client_once() -> None:
 
 def test_finish_twice_is_a_state_error() -> None:
     """finish() may be called only once."""
-    f = DeltaFramer()
+    f = DeltaAssembler()
     f.finish()
     with pytest.raises(StateError):
         f.finish()
@@ -131,7 +131,7 @@ def test_finish_twice_is_a_state_error() -> None:
 def test_unknown_item_is_a_type_error() -> None:
     """An item the framer does not know is a TypeError naming its type."""
     with pytest.raises(TypeError, match="ToolDelta"):
-        DeltaFramer().frame([ToolDelta(call=0, channel=C)])
+        DeltaAssembler().frame([ToolDelta(call=0, channel=C)])
 
 
 def test_one_chunk_with_every_channel_keeps_model_order() -> None:

@@ -39,12 +39,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._core.jsonscan import JsonScanner
-from .._core.text import decode_json_string, has_surrogate, skip_json_ws
-from ..items import ToolDelta
-from .spec import ToolParserContext
+from ..._core.jsonscan import JsonScanner
+from ..._core.text import decode_json_string, has_surrogate, skip_json_ws
+from ...items import ToolDelta
+from ..spec import DriverContext
 
-__all__ = ("JsonEnvelopeParser", "JsonEnvelopeSpec")
+__all__ = ("JsonEnvelopeDriver", "JsonEnvelopeFormat")
 
 _decode = decode_json_string
 
@@ -57,7 +57,7 @@ _WS_FIRST = frozenset((_OPEN, _PRE, _KEY0, _KEY, _COLON, _VAL, _AFTER, _ARRAY))
 
 
 @dataclass(frozen=True)
-class JsonEnvelopeSpec:
+class JsonEnvelopeFormat:
     """Declaration of a JSON-envelope tool format.
 
     Attributes:
@@ -115,7 +115,7 @@ class JsonEnvelopeSpec:
         return tuple(dict.fromkeys(found))
 
 
-class JsonEnvelopeParser:
+class JsonEnvelopeDriver:
     """Parses one JSON-envelope tool block (see the module docstring)."""
 
     __slots__ = (
@@ -124,7 +124,7 @@ class JsonEnvelopeParser:
         "_open_idx", "_args_started", "_args_done", "_text", "_envelopes", "_open_seq", "_close", "_ws_carry",
     )
 
-    def __init__(self, ctx: ToolParserContext, spec: JsonEnvelopeSpec) -> None:
+    def __init__(self, ctx: DriverContext, spec: JsonEnvelopeFormat) -> None:
         self.done = False
         self._ctx = ctx
         self._spec = spec
@@ -197,7 +197,7 @@ class JsonEnvelopeParser:
 
     # -- the machine ----------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
-        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolParser`)."""
+        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""
         self._text = text
         self._raw_from = start
         self._emit_from = start

@@ -17,7 +17,7 @@ and ``ToolDelta`` items before the later stages run (they pass such items
 through). Rules, decided when a header reaches ``<|message|>``:
 
 * A recipient ``functions.NAME`` makes the message a call of ``NAME``, on any
-  channel; its body is the JSON arguments (:class:`HarmonyCallParser`). Any
+  channel; its body is the JSON arguments (:class:`HarmonyCallDriver`). Any
   other recipient that is not a built-in tool and not ``assistant`` is a call
   of its full name (vLLM's rule for a model that drops the ``functions.``
   prefix, e.g. ``math.sum``); the name filter drops it unless offered.
@@ -69,13 +69,13 @@ import re
 from collections.abc import Mapping
 from typing import Protocol
 
-from .._core.holdback import MarkerHoldback
-from .._core.jsonscan import JsonScanner
-from .._core.text import skip_json_ws
-from ..errors import StateError
-from ..items import Channel, ChannelText, ChunkEnd, ToolDelta
-from .base import ToolParserBase
-from .spec import ToolParserContext
+from ..._core.holdback import MarkerHoldback
+from ..._core.jsonscan import JsonScanner
+from ..._core.text import skip_json_ws
+from ...errors import StateError
+from ...items import Channel, ChannelText, ChunkEnd, ToolDelta
+from ..base import DriverBase
+from ..spec import DriverContext
 
 __all__ = (
     "BUILTIN_NAMESPACES",
@@ -83,7 +83,7 @@ __all__ = (
     "MARKERS",
     "REASONING_ROUTERS",
     "ROUTERS",
-    "HarmonyCallParser",
+    "HarmonyCallDriver",
     "HarmonyRouter",
     "RoutingMachineFactory",
     "routing_machine",
@@ -205,7 +205,7 @@ def _call_name(recipient: str | None) -> tuple[bool, str | None]:
     return True, recipient
 
 
-class HarmonyCallParser(ToolParserBase):
+class HarmonyCallDriver(DriverBase):
     """The body of one Harmony function call: JSON arguments up to the message's end.
 
     The block this parser owns is a call message's body and its terminator.
@@ -229,7 +229,7 @@ class HarmonyCallParser(ToolParserBase):
 
     __slots__ = ("_state", "_scan", "_pending", "_args_from", "_hb")
 
-    def __init__(self, ctx: ToolParserContext, *, chunking: str = "any") -> None:
+    def __init__(self, ctx: DriverContext, *, chunking: str = "any") -> None:
         super().__init__(ctx)
         self._state = _PRE
         self._scan = JsonScanner()
@@ -244,7 +244,7 @@ class HarmonyCallParser(ToolParserBase):
         self.emit(out, body_start, name=name)
 
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
-        """Consume the body in ``text[start:]``; see :class:`~deltaflow.parsers.spec.ToolParser`."""
+        """Consume the body in ``text[start:]``; see :class:`~deltaflow.parsers.spec.ToolDriver`."""
         self.begin(text, start)
         self._args_from = start
         n = len(text)
@@ -385,7 +385,7 @@ class HarmonyRouter:
         self._buf = ""
         self._resume = 0  # where scanning resumes in the held text
         self._calls = 0
-        self._parser: HarmonyCallParser | None = None
+        self._parser: HarmonyCallDriver | None = None
         self._finished = False
         self._route_ch = Channel.CONTENT
         self._route_raw = False
@@ -486,8 +486,8 @@ class HarmonyRouter:
         analysis = self._channel == "analysis"
         ch = Channel.REASONING if analysis and self._reasoning else Channel.CONTENT
         if addressed and name is not None and self._tool_calls:
-            ctx = ToolParserContext(channel=ch, new_call=self._new_call, tools=None, dialect=self._dialect)
-            parser = HarmonyCallParser(ctx, chunking=self._chunking)
+            ctx = DriverContext(channel=ch, new_call=self._new_call, tools=None, dialect=self._dialect)
+            parser = HarmonyCallDriver(ctx, chunking=self._chunking)
             parser.open_call(out, text, self._hdr_start, body, name)
             self._parser = parser
             self._state = _CALL
