@@ -1,11 +1,10 @@
-"""The registry of tool and reasoning parsers, by the names inference servers use.
+"""The registry of tool and reasoning dialects, by the names inference servers use (``tool_parser=``).
 
 Registering a new dialect takes a few lines::
 
-    from deltaflow.parsers import JsonEnvelopeFormat, json_envelope_dialect, registry
+    from deltaflow.parsers import JsonEnvelopeFormat, declare
 
-    registry.register_tool_dialect(json_envelope_dialect(
-        "my_model", JsonEnvelopeFormat(open=("<call>",), close="</call>")))
+    declare("my_model", JsonEnvelopeFormat(open=("<call>",), close="</call>"))
 """
 
 from __future__ import annotations
@@ -90,10 +89,3 @@ def reasoning_dialect_names() -> tuple[str, ...]:
     """The registered reasoning parser names, sorted."""
     return tuple(sorted(_REASONING))
 
-
-# The inference-server spelling of the lookups (``tool_parser=`` names a dialect); kept while
-# deltaflow.constrain moves over to the dialect names.
-get_tool_parser = get_tool_dialect
-get_reasoning_parser = get_reasoning_dialect
-tool_parser_names = tool_dialect_names
-reasoning_parser_names = reasoning_dialect_names

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from .._core.toolspec import ToolSpec
     from ..items import Channel
-    from ..tools import ToolSpec
 
-__all__ = ("ReasoningDialect", "ToolDialect", "ToolDriver", "DriverContext", "all_prefixes")
+__all__ = ("DriverContext", "FormatDefaults", "ReasoningDialect", "ToolDialect", "ToolDriver", "ToolFormat", "all_prefixes")
 
 
 def all_prefixes(*markers: str) -> tuple[str, ...]:
@@ -127,6 +127,55 @@ class ToolDriver(Protocol):
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int: ...
 
 
+class ToolFormat(Protocol):
+    """A driver's options for one dialect: what :func:`~deltaflow.parsers.declare` reads.
+
+    Every driver module defines its format class (``JsonEnvelopeFormat``,
+    ``XmlFunctionFormat``, ...). A format knows its markers, which of them open
+    a block, and how to build the driver that reads one block; the constraint
+    writers (:mod:`deltaflow.constrain`) read the same object, so parser,
+    grammar and renderer cannot disagree about the syntax.
+    """
+
+    @property
+    def openers(self) -> tuple[str, ...]:
+        """Markers that open a block anywhere in the text."""
+        ...
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """Every marker of the format (a detokenizer keeps them as text)."""
+        ...
+
+    @property
+    def start_openers(self) -> tuple[str, ...]:
+        """Markers that open a block only at the start of a channel (``()``: none)."""
+        ...
+
+    def driver_factory(self) -> Callable[[DriverContext], ToolDriver]:
+        """What builds one driver per block (called once, when the dialect is declared)."""
+        ...
+
+    def request_openers(self, tools: Mapping[str, ToolSpec] | None) -> tuple[str, ...]:
+        """Openers that the request's tools add (a tag per offered tool; ``()``: none)."""
+        ...
+
+
+class FormatDefaults:
+    """The :class:`ToolFormat` defaults for a format without start openers or request-defined openers."""
+
+    __slots__ = ()
+
+    @property
+    def start_openers(self) -> tuple[str, ...]:
+        """No start openers."""
+        return ()
+
+    def request_openers(self, tools: Mapping[str, ToolSpec] | None) -> tuple[str, ...]:
+        """No openers from the request."""
+        return ()
+
+
 @dataclass(frozen=True)
 class ToolDialect:
     """A tool-call protocol.
@@ -164,6 +213,8 @@ class ToolDialect:
         restart_after: markers after which a start opener opens a block
             again, as at the start of the channel (xLAM's optional leading
             ``...</think>`` before its bare array); the marker stays text.
+        format: the driver's options the dialect was declared with (None for
+            a dialect built by hand), read by the constraint writers.
     """
 
     name: str
@@ -179,3 +230,4 @@ class ToolDialect:
     framing: tuple[str, ...] = ()
     lead_blanks: bool = False
     restart_after: tuple[str, ...] = ()
+    format: ToolFormat | None = field(default=None, compare=False)

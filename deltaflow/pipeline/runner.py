@@ -43,8 +43,8 @@ from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 
 from ..errors import StageError
 from ..messages import DeltaMessage
-from ..stages.detokenize import Detokenizer
 from ..stages.assembler import DeltaAssembler, Usage
+from ..stages.detokenize import Detokenizer
 from ..stages.name_filter import new_call_id
 from .chain import SyncChain
 from .sources import to_chunk

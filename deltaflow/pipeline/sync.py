@@ -20,8 +20,8 @@ from ..messages import ChatMessage, DeltaMessage, FunctionCall, ToolCall
 from ..parsers import registry
 from ..presets import resolve_model
 from ..stages._protocol import Stage
-from ..stages.detokenize import Detokenizer
 from ..stages.assembler import DeltaAssembler
+from ..stages.detokenize import Detokenizer
 from ..stages.identity import IdentityFirstBuffer
 from ..stages.name_filter import NameFilter, new_call_id
 from ..stages.reasoning import ReasoningSplitter

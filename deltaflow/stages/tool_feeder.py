@@ -46,11 +46,11 @@ from collections.abc import Mapping
 
 from .._core.holdback import MarkerHoldback
 from .._core.text import skip_json_ws, trailing_run
+from .._core.toolspec import ToolSpec
 from ..errors import StateError
 from ..items import Channel, ChannelText
 from ..parsers.base import BLANK_RUN_MAX
-from ..parsers.spec import ToolDialect, ToolDriver, DriverContext, all_prefixes
-from ..tools import ToolSpec
+from ..parsers.spec import DriverContext, ToolDialect, ToolDriver, all_prefixes
 
 __all__ = ("THOUGHT_GROUP_MAX", "TOOL_CALLS_IN_REASONING", "ToolBlockFeeder")
 

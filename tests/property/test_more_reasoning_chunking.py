@@ -27,8 +27,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from deltaflow import accumulate, parse_complete
-from deltaflow.parsers.dialects.gemma_command_family import GEMMA4_CLOSE, GEMMA4_OPEN, GEMMA4_QUOTE
 from deltaflow.parsers.dialects.more_reasoning import GRANITE_END, GRANITE_START
+from deltaflow.parsers.drivers.gemma4 import GEMMA4_CLOSE, GEMMA4_OPEN, GEMMA4_QUOTE
 from deltaflow.testing import feed_chunks, message_key
 
 from .strategies import chunkings

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from deltaflow import ChatMessage, ResponseParser, accumulate, parse_complete
 from deltaflow.items import ChunkEnd
-from deltaflow.parsers.dialects.xml_tools_family import xml_tools_dialect
+from deltaflow.parsers import declare
 from deltaflow.parsers.drivers.tag_per_tool import Snapshotter, TagPerToolFormat
 from deltaflow.pipeline.chain import SyncChain
 from deltaflow.stages.assembler import DeltaAssembler
@@ -326,7 +326,7 @@ def run_small_window(chunks: list[str], cfg: Config, limit: int) -> ChatMessage:
     """Run the stage chain (no reasoning parser) with an ``xml_tools`` dialect whose candidate window is ``limit``."""
     specs = normalize_tools(tool_defs(cfg.tools))
     by_name = {s.name: s for s in specs} if specs is not None else None
-    dialect = xml_tools_dialect("xml_tools_small_window", TagPerToolFormat(hold_limit=limit))
+    dialect = declare("xml_tools_small_window", TagPerToolFormat(hold_limit=limit), register=False)
     chain = SyncChain([
         ChannelRouter(), ReasoningSplitter(None), ToolBlockFeeder(dialect, tools=by_name),
         IdentityFirstBuffer(), NameFilter(by_name), DeltaAssembler(),

@@ -51,13 +51,11 @@ position (at most one key, a colon and a partial scalar).
 
 from __future__ import annotations
 
+from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
-from ..drivers.recipient import RecipientDriver, RecipientFormat
-from ..registry import register_tool_dialect
-from ..spec import ToolDialect, DriverContext, all_prefixes
+from ..drivers.recipient import RecipientFormat
 from ..drivers.xml_function import XmlFunctionFormat
-from .json_tools import json_envelope_dialect
-from .xml_family import xml_function_dialect
+from ..spec import all_prefixes
 
 __all__ = (
     "COMMAND_R_PLUS", "COMMAND_R_PLUS_FORMAT", "FUNCTIONARY_V3_1", "FUNCTIONARY_V3_1_FORMAT", "FUNCTIONARY_V3_2",
@@ -87,51 +85,37 @@ COMMAND_R_PLUS_FORMAT = JsonEnvelopeFormat(
     array=True,
 )
 
-FUNCTIONARY_V3_1 = register_tool_dialect(
-    xml_function_dialect(
-        "functionary_v3_1",
-        FUNCTIONARY_V3_1_FORMAT,
-        # Llama 3 BPE: "<" (or ".<", " <") then "function" then "=NAME...": checked against llama3.
-        token_prefixes=("<", "<function"),
-        tokenizers=("llama3",),
-        description="Functionary v3.1 (Llama 3.1 style): <function=NAME>{json}</function>...",
-        families=("functionary-medium-v3.1", "functionary-small-v3.1"),
-    )
+FUNCTIONARY_V3_1 = declare(
+    "functionary_v3_1",
+    FUNCTIONARY_V3_1_FORMAT,
+    # Llama 3 BPE: "<" (or ".<", " <") then "function" then "=NAME...": checked against llama3.
+    token_prefixes=("<", "<function"),
+    tokenizers=("llama3",),
+    description="Functionary v3.1 (Llama 3.1 style): <function=NAME>{json}</function>...",
+    families=("functionary-medium-v3.1", "functionary-small-v3.1"),
 )
 
 FUNCTIONARY_V3_2_FORMAT = RecipientFormat(separator=">>>", content_recipient="all")
 
 
-def _functionary_v3_2(ctx: DriverContext) -> RecipientDriver:
-    return RecipientDriver(ctx, FUNCTIONARY_V3_2_FORMAT)
-
-
-FUNCTIONARY_V3_2 = register_tool_dialect(
-    ToolDialect(
-        name="functionary_v3_2",
-        openers=(),
-        # The output's first non-blank text opens the one block, which lasts to the end of the output.
-        start_openers=("",),
-        factory=_functionary_v3_2,
-        markers=(FUNCTIONARY_V3_2_FORMAT.separator,),
-        token_prefixes=(),
-        tokenizers=("llama3",),
-        description="Functionary v3.2 (recipients): all\\ntext>>>NAME\\n{json}>>>NAME\\n{json}...",
-        families=("functionary-small-v3.2", "functionary-medium-v3.2"),
-    )
+FUNCTIONARY_V3_2 = declare(
+    "functionary_v3_2",
+    FUNCTIONARY_V3_2_FORMAT,
+    token_prefixes=(),
+    tokenizers=("llama3",),
+    description="Functionary v3.2 (recipients): all\\ntext>>>NAME\\n{json}>>>NAME\\n{json}...",
+    families=("functionary-small-v3.2", "functionary-medium-v3.2"),
 )
 
 _COHERE_TURN = ("<|START_OF_TURN_TOKEN|>", "<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>")
 
-COMMAND_R_PLUS = register_tool_dialect(
-    json_envelope_dialect(
-        "command_r_plus",
-        COMMAND_R_PLUS_FORMAT,
-        # No Cohere tokenizer in shared/: every prefix is declared, the turn tokens' too.
-        token_prefixes=all_prefixes("Action:", *_COHERE_TURN),
-        # Cohere's turn tokens are special tokens that frame the turn, never answer text (llama.cpp strips them).
-        framing=_COHERE_TURN,
-        description='Command R+: Action:\\n```json\\n[{"tool_name", "parameters"}, ...]\\n```',
-        families=("c4ai-command-r-plus", "c4ai-command-r-v01"),
-    )
+COMMAND_R_PLUS = declare(
+    "command_r_plus",
+    COMMAND_R_PLUS_FORMAT,
+    # No Cohere tokenizer in shared/: every prefix is declared, the turn tokens' too.
+    token_prefixes=all_prefixes("Action:", *_COHERE_TURN),
+    # Cohere's turn tokens are special tokens that frame the turn, never answer text (llama.cpp strips them).
+    framing=_COHERE_TURN,
+    description='Command R+: Action:\\n```json\\n[{"tool_name", "parameters"}, ...]\\n```',
+    families=("c4ai-command-r-plus", "c4ai-command-r-v01"),
 )

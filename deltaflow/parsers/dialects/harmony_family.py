@@ -30,33 +30,25 @@ Token prefixes: none. Every marker is one o200k_harmony special token
 
 from __future__ import annotations
 
-from ..drivers.harmony import MARKERS, HarmonyCallDriver
-from ..registry import register_reasoning_dialect, register_tool_dialect
-from ..spec import ReasoningDialect, ToolDialect, DriverContext
+from ..declare import declare
+from ..drivers.harmony import HarmonyFormat
+from ..registry import register_reasoning_dialect
+from ..spec import ReasoningDialect
 
 _FAMILIES = ("gpt-oss-20b", "gpt-oss-120b")
 _TOKENIZERS = ("gpt-oss",)
 
 
-def _call_parser(ctx: DriverContext) -> HarmonyCallDriver:
-    """The body parser of one function-call message (driven by the Harmony router)."""
-    return HarmonyCallDriver(ctx)
-
-
-OPENAI = register_tool_dialect(
-    ToolDialect(
-        name="openai",
-        openers=(),
-        factory=_call_parser,
-        markers=MARKERS,
-        token_prefixes=(),
-        tokenizers=_TOKENIZERS,
-        description=(
-            "gpt-oss Harmony: <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>"
-            " (routed by channel headers)"
-        ),
-        families=_FAMILIES,
-    )
+OPENAI = declare(
+    "openai",
+    HarmonyFormat(),
+    token_prefixes=(),
+    tokenizers=_TOKENIZERS,
+    description=(
+        "gpt-oss Harmony: <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>"
+        " (routed by channel headers)"
+    ),
+    families=_FAMILIES,
 )
 
 OPENAI_GPTOSS = register_reasoning_dialect(

@@ -23,32 +23,29 @@ Facts (shared/dialects.md section 5):
 
 from __future__ import annotations
 
-from ..drivers.mistral import ARGS, CALL_ID, MARKER, MistralDriver
-from ..registry import register_reasoning_dialect, register_tool_dialect
-from ..spec import ReasoningDialect, ToolDialect
+from ..declare import declare
+from ..drivers.mistral import MistralFormat
+from ..registry import register_reasoning_dialect
+from ..spec import ReasoningDialect
 
 __all__ = ("MISTRAL", "MISTRAL_REASONING")
 
-MISTRAL = register_tool_dialect(
-    ToolDialect(
-        name="mistral",
-        openers=(MARKER,),
-        factory=MistralDriver,
-        markers=(MARKER, ARGS, CALL_ID),
-        lead_blanks=True,  # blanks before [TOOL_CALLS] are framing (SGLang strips them)
-        token_prefixes=(),
-        tokenizers=("mistral",),
-        description="Mistral [TOOL_CALLS]: pre-v11 JSON array, v11 NAME[CALL_ID]ID[ARGS]{...}, v13+ NAME[ARGS]{...}",
-        families=(
-            "Mistral-7B-Instruct-v0.3",
-            "Mixtral-8x7B/8x22B-Instruct",
-            "Mistral-Nemo-Instruct-2407",
-            "Mistral-Small-3.2-2506",
-            "Magistral-Small-2509",
-            "Devstral",
-            "Ministral-3",
-        ),
-    )
+MISTRAL = declare(
+    "mistral",
+    MistralFormat(),
+    lead_blanks=True,
+    token_prefixes=(),
+    tokenizers=("mistral",),
+    description="Mistral [TOOL_CALLS]: pre-v11 JSON array, v11 NAME[CALL_ID]ID[ARGS]{...}, v13+ NAME[ARGS]{...}",
+    families=(
+        "Mistral-7B-Instruct-v0.3",
+        "Mixtral-8x7B/8x22B-Instruct",
+        "Mistral-Nemo-Instruct-2407",
+        "Mistral-Small-3.2-2506",
+        "Magistral-Small-2509",
+        "Devstral",
+        "Ministral-3",
+    ),
 )
 
 MISTRAL_REASONING = register_reasoning_dialect(

@@ -26,51 +26,31 @@ list's first token begins with ``[`` (tests/unit/parsers/test_pythonic.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..drivers.pythonic import PYTHON_END, PYTHON_START, PythonicDriver
-from ..registry import register_tool_dialect
-from ..spec import ToolDialect
+from ..declare import declare
+from ..drivers.pythonic import PythonicFormat
 
 if TYPE_CHECKING:  # deltaflow.tools imports pydantic, which stays out of parsers/ at run time
-    from ...tools import ToolSpec
+    pass
 
-__all__ = ("LLAMA4_PYTHONIC", "PYTHONIC", "pythonic_openers")
+__all__ = ("LLAMA4_PYTHONIC", "PYTHONIC")
 
 
-def pythonic_openers(tools: Mapping[str, ToolSpec] | None) -> tuple[str, ...]:
-    """The request's openers: ``[NAME(`` for each offered tool, which opens a call list after prose too."""
-    return tuple(f"[{name}(" for name in tools) if tools else ()
-
-PYTHONIC = register_tool_dialect(
-    ToolDialect(
-        name="pythonic",
-        openers=(PYTHON_START,),
-        start_openers=("[",),
-        openers_for=pythonic_openers,
-        factory=PythonicDriver,
-        markers=(PYTHON_START, PYTHON_END),
-        # Llama 3.2's vocabulary has no <|python_start|>: written out, it is
-        # '<' '|' 'python' '_start' '|' '>' (checked with shared/tokenizers/llama3).
-        token_prefixes=("<", "<|", "<|python", "<|python_start", "<|python_start|"),
-        tokenizers=("llama3",),
-        description='Pythonic call list: [f(a=1, b="x"), g()] (Llama 3.2 small, ToolACE, ...)',
-        families=("Llama-3.2-1B/3B-Instruct", "ToolACE-8B", "Llama-4 (pythonic)"),
-    )
+PYTHONIC = declare(
+    "pythonic",
+    PythonicFormat(),
+    token_prefixes=("<", "<|", "<|python", "<|python_start", "<|python_start|"),
+    tokenizers=("llama3",),
+    description='Pythonic call list: [f(a=1, b="x"), g()] (Llama 3.2 small, ToolACE, ...)',
+    families=("Llama-3.2-1B/3B-Instruct", "ToolACE-8B", "Llama-4 (pythonic)"),
 )
 
-LLAMA4_PYTHONIC = register_tool_dialect(
-    ToolDialect(
-        name="llama4_pythonic",
-        openers=(PYTHON_START,),
-        start_openers=("[",),
-        openers_for=pythonic_openers,
-        factory=PythonicDriver,
-        markers=(PYTHON_START, PYTHON_END),
-        token_prefixes=(),
-        tokenizers=(),
-        description='Llama 4 pythonic: [<|python_start|>][f(a=1), g()][<|python_end|>]',
-        families=("Llama-4-Scout-17B-16E-Instruct", "Llama-4-Maverick-17B-128E-Instruct"),
-    )
+LLAMA4_PYTHONIC = declare(
+    "llama4_pythonic",
+    PythonicFormat(),
+    token_prefixes=(),
+    tokenizers=(),
+    description='Llama 4 pythonic: [<|python_start|>][f(a=1), g()][<|python_end|>]',
+    families=("Llama-4-Scout-17B-16E-Instruct", "Llama-4-Maverick-17B-128E-Instruct"),
 )

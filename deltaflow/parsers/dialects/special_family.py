@@ -35,9 +35,10 @@ are declared elsewhere.
 
 from __future__ import annotations
 
-from ..registry import register_reasoning_dialect, register_tool_dialect
+from ..declare import declare
+from ..drivers.special_tokens import HeaderKind, SpecialTokenFormat
+from ..registry import register_reasoning_dialect
 from ..spec import ReasoningDialect
-from ..drivers.special_tokens import HeaderKind, SpecialTokenFormat, special_token_dialect
 
 __all__ = (
     "DEEPSEEK_V3",
@@ -61,62 +62,56 @@ _KIMI_CALL_BEGIN = "<|tool_call_begin|>"
 _KIMI_CALL_END = "<|tool_call_end|>"
 _KIMI_ARG_BEGIN = "<|tool_call_argument_begin|>"
 
-DEEPSEEK_V3 = register_tool_dialect(
-    special_token_dialect(
-        "deepseek_v3",
-        SpecialTokenFormat(
-            section_open=(_DS_CALLS_BEGIN,),
-            section_close=(_DS_CALLS_END,),
-            call_open=_DS_CALL_BEGIN,
-            call_close=_DS_CALL_END,
-            sep=_DS_SEP,
-            header=HeaderKind.TYPE_SEP_NAME,
-            fence=True,
-        ),
-        tokenizers=("deepseek-v3", "deepseek-v3.1"),
-        description="DeepSeek-V3/R1: <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME + ```json fence, in <｜tool▁calls▁begin｜>",
-        families=("DeepSeek-V3", "DeepSeek-V3-0324", "DeepSeek-R1", "DeepSeek-R1-0528"),
-    )
+DEEPSEEK_V3 = declare(
+    "deepseek_v3",
+    SpecialTokenFormat(
+        section_open=(_DS_CALLS_BEGIN,),
+        section_close=(_DS_CALLS_END,),
+        call_open=_DS_CALL_BEGIN,
+        call_close=_DS_CALL_END,
+        sep=_DS_SEP,
+        header=HeaderKind.TYPE_SEP_NAME,
+        fence=True,
+    ),
+    tokenizers=("deepseek-v3", "deepseek-v3.1"),
+    description="DeepSeek-V3/R1: <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME + ```json fence, in <｜tool▁calls▁begin｜>",
+    families=("DeepSeek-V3", "DeepSeek-V3-0324", "DeepSeek-R1", "DeepSeek-R1-0528"),
 )
 
-DEEPSEEK_V31 = register_tool_dialect(
-    special_token_dialect(
-        "deepseek_v31",
-        SpecialTokenFormat(
-            section_open=(_DS_CALLS_BEGIN,),
-            section_close=(_DS_CALLS_END,),
-            call_open=_DS_CALL_BEGIN,
-            call_close=_DS_CALL_END,
-            sep=_DS_SEP,
-            header=HeaderKind.NAME_SEP,
-        ),
-        tokenizers=("deepseek-v3.1", "deepseek-v3"),
-        description="DeepSeek-V3.1: <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>",
-        families=("DeepSeek-V3.1", "DeepSeek-V3.1-Terminus"),
-    )
+DEEPSEEK_V31 = declare(
+    "deepseek_v31",
+    SpecialTokenFormat(
+        section_open=(_DS_CALLS_BEGIN,),
+        section_close=(_DS_CALLS_END,),
+        call_open=_DS_CALL_BEGIN,
+        call_close=_DS_CALL_END,
+        sep=_DS_SEP,
+        header=HeaderKind.NAME_SEP,
+    ),
+    tokenizers=("deepseek-v3.1", "deepseek-v3"),
+    description="DeepSeek-V3.1: <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}<｜tool▁call▁end｜>",
+    families=("DeepSeek-V3.1", "DeepSeek-V3.1-Terminus"),
 )
 
-KIMI_K2 = register_tool_dialect(
-    special_token_dialect(
-        "kimi_k2",
-        SpecialTokenFormat(
-            section_open=(_KIMI_SECTION_BEGIN, _KIMI_SECTION_BEGIN_SINGULAR),
-            section_close=(_KIMI_SECTION_END, _KIMI_SECTION_END_SINGULAR),
-            call_open=_KIMI_CALL_BEGIN,
-            call_close=_KIMI_CALL_END,
-            sep=_KIMI_ARG_BEGIN,
-            header=HeaderKind.ID_SEP,
-            # "functions." is optional (vLLM's no_functions_prefix); the possessive "?+" keeps
-            # "functions.:0" from reading "functions." as the name.
-            call_id=r"(?:functions\.)?+(?P<name>[^\n]+):[0-9]+",
-            bare_calls=True,
-        ),
-        # Only the singular variant is text (no added token); the other openers are atomic.
-        token_prefixes=tuple(_KIMI_SECTION_BEGIN_SINGULAR[:k] for k in range(1, len(_KIMI_SECTION_BEGIN_SINGULAR))),
-        tokenizers=("kimi-k2",),
-        description="Kimi K2: <|tool_call_begin|>functions.NAME:N<|tool_call_argument_begin|>{json} (id kept)",
-        families=("Kimi-K2-Instruct", "Kimi-K2-Instruct-0905", "Kimi-K2-Thinking", "Kimi-K2.5"),
-    )
+KIMI_K2 = declare(
+    "kimi_k2",
+    SpecialTokenFormat(
+        section_open=(_KIMI_SECTION_BEGIN, _KIMI_SECTION_BEGIN_SINGULAR),
+        section_close=(_KIMI_SECTION_END, _KIMI_SECTION_END_SINGULAR),
+        call_open=_KIMI_CALL_BEGIN,
+        call_close=_KIMI_CALL_END,
+        sep=_KIMI_ARG_BEGIN,
+        header=HeaderKind.ID_SEP,
+        # "functions." is optional (vLLM's no_functions_prefix); the possessive "?+" keeps
+        # "functions.:0" from reading "functions." as the name.
+        call_id=r"(?:functions\.)?+(?P<name>[^\n]+):[0-9]+",
+        bare_calls=True,
+    ),
+    # Only the singular variant is text (no added token); the other openers are atomic.
+    token_prefixes=tuple(_KIMI_SECTION_BEGIN_SINGULAR[:k] for k in range(1, len(_KIMI_SECTION_BEGIN_SINGULAR))),
+    tokenizers=("kimi-k2",),
+    description="Kimi K2: <|tool_call_begin|>functions.NAME:N<|tool_call_argument_begin|>{json} (id kept)",
+    families=("Kimi-K2-Instruct", "Kimi-K2-Instruct-0905", "Kimi-K2-Thinking", "Kimi-K2.5"),
 )
 
 KIMI_K2_REASONING = register_reasoning_dialect(

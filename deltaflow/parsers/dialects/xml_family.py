@@ -67,50 +67,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..registry import register_reasoning_dialect, register_tool_dialect
-from ..spec import ReasoningDialect, ToolDialect, DriverContext
-from ..drivers.xml_function import XmlFunctionDriver, XmlFunctionFormat
+from ..declare import declare
+from ..drivers.xml_function import XmlFunctionFormat
+from ..registry import register_reasoning_dialect
+from ..spec import ReasoningDialect
 
-__all__ = ("xml_function_dialect",)
-
-
-def xml_function_dialect(
-    name: str,
-    spec: XmlFunctionFormat,
-    *,
-    token_prefixes: tuple[str, ...] = (),
-    tokenizers: tuple[str, ...] = (),
-    description: str = "",
-    families: tuple[str, ...] = (),
-    framing: tuple[str, ...] = (),
-) -> ToolDialect:
-    """Declare an XML-like, function-first tool dialect.
-
-    Args:
-        name: the registry name.
-        spec: the format's markers and options.
-        token_prefixes: opener prefixes a real tokenizer leaves at a token boundary.
-        tokenizers: reference tokenizers the prefixes were checked against.
-        description: one line for ``deltaflow parsers``.
-        families: model families served.
-        framing: special tokens dropped outside blocks (see
-            :class:`~deltaflow.parsers.spec.ToolDialect`).
-    """
-
-    def factory(ctx: DriverContext) -> XmlFunctionDriver:
-        return XmlFunctionDriver(ctx, spec)
-
-    return ToolDialect(
-        name=name,
-        openers=spec.openers,
-        markers=spec.markers,
-        factory=factory,
-        token_prefixes=token_prefixes,
-        tokenizers=tokenizers,
-        description=description,
-        families=families,
-        framing=framing,
-    )
+__all__ = ("DSML_FORMAT", "GLM_FORMAT", "MINIMAX_M2_FORMAT", "QWEN3_CODER_FORMAT", "SEED_OSS_FORMAT")
 
 
 QWEN3_CODER_FORMAT = XmlFunctionFormat(
@@ -188,70 +150,58 @@ DSML_FORMAT = XmlFunctionFormat(
     unwrap_keys=("arguments", "input"),
 )
 
-QWEN3_CODER = register_tool_dialect(
-    xml_function_dialect(
-        "qwen3_coder",
-        QWEN3_CODER_FORMAT,
-        token_prefixes=("<", "<function"),
-        tokenizers=("qwen3",),
-        description="Qwen3-Coder XML: <tool_call><function=NAME><parameter=KEY>value</parameter></function></tool_call>",
-        families=("Qwen3-Coder-30B-A3B", "Qwen3-Coder-480B-A35B", "Qwen3-Coder-Next", "Qwen3.5"),
-    )
+QWEN3_CODER = declare(
+    "qwen3_coder",
+    QWEN3_CODER_FORMAT,
+    token_prefixes=("<", "<function"),
+    tokenizers=("qwen3",),
+    description="Qwen3-Coder XML: <tool_call><function=NAME><parameter=KEY>value</parameter></function></tool_call>",
+    families=("Qwen3-Coder-30B-A3B", "Qwen3-Coder-480B-A35B", "Qwen3-Coder-Next", "Qwen3.5"),
 )
 
-GLM45 = register_tool_dialect(
-    xml_function_dialect(
-        "glm45",
-        GLM_FORMAT,
-        tokenizers=("glm-4.5",),
-        description="GLM-4.5/4.6: <tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n</tool_call>",
-        families=("GLM-4.5", "GLM-4.5-Air", "GLM-4.6", "GLM-4.6V"),
-    )
+GLM45 = declare(
+    "glm45",
+    GLM_FORMAT,
+    tokenizers=("glm-4.5",),
+    description="GLM-4.5/4.6: <tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n</tool_call>",
+    families=("GLM-4.5", "GLM-4.5-Air", "GLM-4.6", "GLM-4.6V"),
 )
 
-GLM47 = register_tool_dialect(
-    xml_function_dialect(
-        "glm47",
-        GLM_FORMAT,
-        tokenizers=("glm-4.5",),
-        description="GLM-4.7/5: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>",
-        families=("GLM-4.7", "GLM-4.7-Flash", "GLM-5"),
-    )
+GLM47 = declare(
+    "glm47",
+    GLM_FORMAT,
+    tokenizers=("glm-4.5",),
+    description="GLM-4.7/5: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>",
+    families=("GLM-4.7", "GLM-4.7-Flash", "GLM-5"),
 )
 
-MINIMAX_M2 = register_tool_dialect(
-    xml_function_dialect(
-        "minimax_m2",
-        MINIMAX_M2_FORMAT,
-        tokenizers=("minimax-m2",),
-        description='MiniMax-M2: <minimax:tool_call><invoke name="N"><parameter name="K">V</parameter></invoke>...',
-        families=("MiniMax-M2", "MiniMax-M2.1"),
-    )
+MINIMAX_M2 = declare(
+    "minimax_m2",
+    MINIMAX_M2_FORMAT,
+    tokenizers=("minimax-m2",),
+    description='MiniMax-M2: <minimax:tool_call><invoke name="N"><parameter name="K">V</parameter></invoke>...',
+    families=("MiniMax-M2", "MiniMax-M2.1"),
 )
 
-SEED_OSS = register_tool_dialect(
-    xml_function_dialect(
-        "seed_oss",
-        SEED_OSS_FORMAT,
-        description="Seed-OSS: <seed:tool_call><function=NAME><parameter=KEY>V</parameter></function></seed:tool_call>",
-        families=("Seed-OSS-36B-Instruct", "Seed-OSS-36B-Base"),
-    )
+SEED_OSS = declare(
+    "seed_oss",
+    SEED_OSS_FORMAT,
+    description="Seed-OSS: <seed:tool_call><function=NAME><parameter=KEY>V</parameter></function></seed:tool_call>",
+    families=("Seed-OSS-36B-Instruct", "Seed-OSS-36B-Base"),
 )
 
-DEEPSEEK_V32 = register_tool_dialect(
-    xml_function_dialect(
-        "deepseek_v32",
-        DSML_FORMAT,
-        token_prefixes=(
-            "<", "<｜", "<｜DS", "<｜DSML", "<｜DSML｜", "<｜DSML｜function", "<｜DSML｜function_c",
-            "<｜DSML｜function_calls",
-            # "invoke" is BPE-merged with letters glued after it, so any split of it can occur.
-            "<｜DSML｜i", "<｜DSML｜in", "<｜DSML｜inv", "<｜DSML｜invo", "<｜DSML｜invok",
-        ),
-        tokenizers=("deepseek-v3.1",),
-        description='DeepSeek-V3.2 DSML: <｜DSML｜function_calls><｜DSML｜invoke name="N"><｜DSML｜parameter name="K" string="true|false">',
-        families=("DeepSeek-V3.2", "DeepSeek-V3.2-Exp", "DeepSeek-V3.2-Speciale"),
-    )
+DEEPSEEK_V32 = declare(
+    "deepseek_v32",
+    DSML_FORMAT,
+    token_prefixes=(
+        "<", "<｜", "<｜DS", "<｜DSML", "<｜DSML｜", "<｜DSML｜function", "<｜DSML｜function_c",
+        "<｜DSML｜function_calls",
+        # "invoke" is BPE-merged with letters glued after it, so any split of it can occur.
+        "<｜DSML｜i", "<｜DSML｜in", "<｜DSML｜inv", "<｜DSML｜invo", "<｜DSML｜invok",
+    ),
+    tokenizers=("deepseek-v3.1",),
+    description='DeepSeek-V3.2 DSML: <｜DSML｜function_calls><｜DSML｜invoke name="N"><｜DSML｜parameter name="K" string="true|false">',
+    families=("DeepSeek-V3.2", "DeepSeek-V3.2-Exp", "DeepSeek-V3.2-Speciale"),
 )
 
 GLM45_REASONING = register_reasoning_dialect(

@@ -42,13 +42,11 @@ Stable-prefix guarantee: as the drivers state.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from ..registry import register_reasoning_dialect, register_tool_dialect
-from ..spec import ReasoningDialect, ToolDialect, DriverContext, all_prefixes
-from ..drivers.xml_element import XmlElementDriver, XmlElementFormat
+from ..declare import declare
+from ..drivers.xml_element import XmlElementFormat
 from ..drivers.xml_function import XmlFunctionFormat
-from .xml_family import xml_function_dialect
+from ..registry import register_reasoning_dialect
+from ..spec import ReasoningDialect, all_prefixes
 
 __all__ = ("MINICPM5_OPENER", "MINICPM5_FORMAT", "MINIMAX_M3_MARKER", "MINIMAX_M3_FORMAT")
 
@@ -79,36 +77,24 @@ MINIMAX_M3_FORMAT = XmlElementFormat(prefix=MINIMAX_M3_MARKER)
 MINICPM5_OPENER = "<function "
 """What opens a MiniCPM5 block in text."""
 
-MINICPM5 = register_tool_dialect(
-    replace(
-        xml_function_dialect(
-            "minicpm5",
-            MINICPM5_FORMAT,
-            description='MiniCPM5: <function name="N"><param name="K">V or <![CDATA[V]]></param></function>',
-            families=("MiniCPM5",),
-        ),
-        openers=(MINICPM5_OPENER,),
-        token_prefixes=all_prefixes(MINICPM5_OPENER),
-    )
+MINICPM5 = declare(
+    "minicpm5",
+    MINICPM5_FORMAT,
+    openers=(MINICPM5_OPENER,),
+    token_prefixes=all_prefixes(MINICPM5_OPENER),
+    description='MiniCPM5: <function name="N"><param name="K">V or <![CDATA[V]]></param></function>',
+    families=("MiniCPM5",),
 )
 
 
-def _minimax_m3_factory(ctx: DriverContext) -> XmlElementDriver:
-    return XmlElementDriver(ctx, MINIMAX_M3_FORMAT)
-
-
-MINIMAX_M3 = register_tool_dialect(
-    ToolDialect(
-        name="minimax_m3",
-        openers=(MINIMAX_M3_FORMAT.opener,),
-        markers=MINIMAX_M3_FORMAT.markers,
-        factory=_minimax_m3_factory,
-        token_prefixes=all_prefixes(MINIMAX_M3_FORMAT.opener),
-        description=(
-            'MiniMax-M3: ]<]minimax[>[<tool_call> ]<]minimax[>[<invoke name="N"> ]<]minimax[>[<KEY>V]<]minimax[>[</KEY>'
-        ),
-        families=("MiniMax-M3",),
-    )
+MINIMAX_M3 = declare(
+    "minimax_m3",
+    MINIMAX_M3_FORMAT,
+    token_prefixes=all_prefixes(MINIMAX_M3_FORMAT.opener),
+    description=(
+        'MiniMax-M3: ]<]minimax[>[<tool_call> ]<]minimax[>[<invoke name="N"> ]<]minimax[>[<KEY>V]<]minimax[>[</KEY>'
+    ),
+    families=("MiniMax-M3",),
 )
 
 MINIMAX_M3_REASONING = register_reasoning_dialect(

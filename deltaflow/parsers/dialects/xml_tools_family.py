@@ -29,60 +29,19 @@ the driver holds every partial tag itself, in both chunking modes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..registry import register_tool_dialect
-from ..spec import ToolDialect, DriverContext
-from ..drivers.tag_per_tool import TagPerToolDriver, TagPerToolFormat
+from ..declare import declare
+from ..drivers.tag_per_tool import TagPerToolFormat
 
 if TYPE_CHECKING:  # deltaflow.tools imports pydantic, which stays out of parsers/ at run time
-    from ...tools import ToolSpec
+    pass
 
-__all__ = ("XML_TOOLS", "xml_tools_dialect", "xml_tools_openers")
-
-
-def xml_tools_openers(tools: Mapping[str, ToolSpec] | None) -> tuple[str, ...]:
-    """The openers of a request: ``<NAME>`` for each offered tool (none without tools)."""
-    return tuple(f"<{name}>" for name in tools) if tools else ()
+__all__ = ("XML_TOOLS",)
 
 
-def xml_tools_dialect(
-    name: str,
-    spec: TagPerToolFormat = TagPerToolFormat(),
-    *,
-    description: str = "",
-    families: tuple[str, ...] = (),
-) -> ToolDialect:
-    """Declare a tag-per-tool dialect.
-
-    Args:
-        name: the registry name.
-        spec: which parameters end at their last closing tag, and the hold bound.
-        description: one line for ``deltaflow parsers``.
-        families: model families served.
-    """
-
-    def factory(ctx: DriverContext) -> TagPerToolDriver:
-        return TagPerToolDriver(ctx, spec)
-
-    return ToolDialect(
-        name=name,
-        openers=(),
-        openers_for=xml_tools_openers,
-        factory=factory,
-        markers=(),
-        token_prefixes=(),
-        tokenizers=(),
-        description=description,
-        families=families,
-    )
-
-
-XML_TOOLS = register_tool_dialect(
-    xml_tools_dialect(
-        "xml_tools",
-        description="coding-agent tags (Cline style): <TOOL><param>raw text</param></TOOL>, names from the request's tools",
-        families=("any model prompted with Cline / Roo Code / Kilo Code XML tool use",),
-    )
+XML_TOOLS = declare(
+    "xml_tools", TagPerToolFormat(),
+    description="coding-agent tags (Cline style): <TOOL><param>raw text</param></TOOL>, names from the request's tools",
+    families=("any model prompted with Cline / Roo Code / Kilo Code XML tool use",),
 )

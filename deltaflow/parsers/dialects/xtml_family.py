@@ -34,9 +34,10 @@ word, never inside a token: :func:`xtml_prefixes` declares exactly those.
 
 from __future__ import annotations
 
-from ..registry import register_reasoning_dialect, register_tool_dialect
+from ..declare import declare
+from ..drivers.xtml import XtmlFormat
+from ..registry import register_reasoning_dialect
 from ..spec import ReasoningDialect
-from ..drivers.xtml import XtmlFormat, xtml_dialect
 
 __all__ = ("KIMI_K3", "KIMI_K3_REASONING", "xtml_prefixes")
 
@@ -65,16 +66,14 @@ K3_THINK = (_OPEN + "think" + _SEP, _CLOSE + "think" + _SEP)
 K3_RESPONSE = (_OPEN + "response" + _SEP, _CLOSE + "response" + _SEP)
 K3_TOOLS_OPEN = _OPEN + "tools" + _SEP
 
-KIMI_K3 = register_tool_dialect(
-    xtml_dialect(
-        "kimi_k3",
-        KIMI_K3_FORMAT,
-        token_prefixes=xtml_prefixes(*KIMI_K3_FORMAT.openers),
-        description=(
-            'Kimi K3 XTML: <|open|>tools<|sep|><|open|>call tool="NAME"<|sep|><|open|>argument key= type=<|sep|>V...'
-        ),
-        families=("Kimi K3",),
-    )
+KIMI_K3 = declare(
+    "kimi_k3",
+    KIMI_K3_FORMAT,
+    token_prefixes=xtml_prefixes(*KIMI_K3_FORMAT.openers),
+    description=(
+        'Kimi K3 XTML: <|open|>tools<|sep|><|open|>call tool="NAME"<|sep|><|open|>argument key= type=<|sep|>V...'
+    ),
+    families=("Kimi K3",),
 )
 
 KIMI_K3_REASONING = register_reasoning_dialect(

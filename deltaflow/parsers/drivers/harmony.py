@@ -66,7 +66,8 @@ literal or escape) and whitespace after the arguments.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from ..._core.holdback import MarkerHoldback
@@ -75,7 +76,7 @@ from ..._core.text import skip_json_ws
 from ...errors import StateError
 from ...items import Channel, ChannelText, ChunkEnd, ToolDelta
 from ..base import DriverBase
-from ..spec import DriverContext
+from ..spec import DriverContext, FormatDefaults
 
 __all__ = (
     "BUILTIN_NAMESPACES",
@@ -84,6 +85,7 @@ __all__ = (
     "REASONING_ROUTERS",
     "ROUTERS",
     "HarmonyCallDriver",
+    "HarmonyFormat",
     "HarmonyRouter",
     "RoutingMachineFactory",
     "routing_machine",
@@ -203,6 +205,25 @@ def _call_name(recipient: str | None) -> tuple[bool, str | None]:
     if recipient.split(".", 1)[0] in BUILTIN_NAMESPACES:
         return True, None
     return True, recipient
+
+
+@dataclass(frozen=True)
+class HarmonyFormat(FormatDefaults):
+    """gpt-oss Harmony: no text openers (the channel router finds calls by their headers)."""
+
+    @property
+    def openers(self) -> tuple[str, ...]:
+        """None: the Harmony router hands the call bodies to the driver."""
+        return ()
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """Every Harmony marker."""
+        return MARKERS
+
+    def driver_factory(self) -> Callable[[DriverContext], HarmonyCallDriver]:
+        """One :class:`HarmonyCallDriver` per call body."""
+        return HarmonyCallDriver
 
 
 class HarmonyCallDriver(DriverBase):

@@ -37,12 +37,14 @@ Rules of this driver:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from ..._core.jsonscan import JsonScanner
 from ..._core.text import decode_json_string, has_surrogate, skip_json_ws
 from ...items import ToolDelta
-from ..spec import DriverContext
+from ..spec import DriverContext, FormatDefaults
 
 __all__ = ("JsonEnvelopeDriver", "JsonEnvelopeFormat")
 
@@ -57,7 +59,7 @@ _WS_FIRST = frozenset((_OPEN, _PRE, _KEY0, _KEY, _COLON, _VAL, _AFTER, _ARRAY))
 
 
 @dataclass(frozen=True)
-class JsonEnvelopeFormat:
+class JsonEnvelopeFormat(FormatDefaults):
     """Declaration of a JSON-envelope tool format.
 
     Attributes:
@@ -95,6 +97,7 @@ class JsonEnvelopeFormat:
         """Every accepted ``(opener sequence, closer)`` pair, ``open`` / ``close`` first."""
         return ((self.open, self.close), *self.variants)
 
+    @property
     def openers(self) -> tuple[str, ...]:
         """The first marker of every opener sequence (what opens a block), without duplicates.
 
@@ -105,6 +108,7 @@ class JsonEnvelopeFormat:
         firsts = tuple(dict.fromkeys(seq[0] for seq, _ in self.envelopes()))
         return tuple(m for m in firsts if not any(o != m and m.startswith(o) for o in firsts))
 
+    @property
     def markers(self) -> tuple[str, ...]:
         """Every marker of the format: openers and closers, without duplicates."""
         found: list[str] = []
@@ -113,6 +117,10 @@ class JsonEnvelopeFormat:
             if close:
                 found.append(close)
         return tuple(dict.fromkeys(found))
+
+    def driver_factory(self) -> Callable[[DriverContext], JsonEnvelopeDriver]:
+        """One :class:`JsonEnvelopeDriver` per block."""
+        return partial(JsonEnvelopeDriver, spec=self)
 
 
 class JsonEnvelopeDriver:

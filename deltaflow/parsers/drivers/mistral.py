@@ -53,14 +53,16 @@ quote.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..._core.jsonscan import JsonScanner
 from ..._core.text import decode_json_string, has_surrogate, skip_json_ws
 from ...items import ToolDelta
 from ..base import DriverBase
-from ..spec import DriverContext
+from ..spec import DriverContext, FormatDefaults
 
-__all__ = ("ARGS", "CALL_ID", "MARKER", "MistralDriver")
+__all__ = ("ARGS", "CALL_ID", "MARKER", "MistralDriver", "MistralFormat")
 
 MARKER = "[TOOL_CALLS]"
 """The block opener (a control token in every Mistral tokenizer)."""
@@ -96,6 +98,25 @@ _OTHER, _NAME_KEY, _ID_KEY, _ARGS_KEY = range(4)
 def _partial_marker(text: str, pos: int) -> bool:
     """``text[pos:]``, the whole unconsumed tail, may be the start of a control token."""
     return len(text) - pos < _LONGEST and any(m.startswith(text[pos:]) for m in _MARKERS)
+
+
+@dataclass(frozen=True)
+class MistralFormat(FormatDefaults):
+    """The ``[TOOL_CALLS]`` format (no options: the driver reads its three generations)."""
+
+    @property
+    def openers(self) -> tuple[str, ...]:
+        """``[TOOL_CALLS]``."""
+        return (MARKER,)
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """``[TOOL_CALLS]``, ``[ARGS]`` and ``[CALL_ID]``."""
+        return (MARKER, ARGS, CALL_ID)
+
+    def driver_factory(self) -> Callable[[DriverContext], MistralDriver]:
+        """One :class:`MistralDriver` per block."""
+        return MistralDriver
 
 
 class MistralDriver(DriverBase):

@@ -57,16 +57,22 @@ text of that call as it is read.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING
 
+from ..._core.pyliteral import literal_to_json
 from ..._core.text import skip_space
 from ..base import DriverBase
-from ..spec import DriverContext
+from ..spec import DriverContext, FormatDefaults
 
-__all__ = ("PYTHON_END", "PYTHON_START", "PythonicDriver", "literal_to_json")
+if TYPE_CHECKING:
+    from ..._core.toolspec import ToolSpec
+
+__all__ = ("PYTHON_END", "PYTHON_START", "PythonicDriver", "PythonicFormat")
 
 PYTHON_START = "<|python_start|>"
 """Llama 4's optional opener around the call list (a special token)."""
@@ -90,7 +96,6 @@ _CLOSER = {"[": "]", "(": ")", "{": "}"}
 # With nested_quotes: what may follow a closing quote (after blanks).
 _AFTER_STRING = frozenset(",)]}:")
 _QUOTE_LOOKAHEAD = 64
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # Parser states.
 _OPEN, _LIST, _FIRST, _NAME, _KW_FIRST, _KW, _KW_NAME, _EQ, _VALUE, _AFTER_CALL, _NEXT, _POST, _DONE = range(13)
@@ -100,29 +105,51 @@ _WS_FIRST = frozenset((_OPEN, _LIST, _FIRST, _KW_FIRST, _KW, _EQ, _AFTER_CALL, _
 _MORE, _END, _BAD = range(3)
 
 
-def literal_to_json(source: str) -> str | None:
-    """Convert the source of one complete Python literal to JSON text, or None if it is not one.
+@dataclass(frozen=True)
+class PythonicFormat(FormatDefaults):
+    """Declaration of a pythonic call format (the options of :class:`PythonicDriver`).
 
-    The source is parsed by :func:`ast.literal_eval` (literals only; nothing
-    is evaluated). Tuples become arrays; dict keys that are numbers, booleans
-    or None become strings, as :func:`json.dumps` does. A source that is not
-    a Python literal but is valid JSON (``true``, ``null``) is taken as JSON.
+    Attributes:
+        start: the wrapper opener (Llama 4's ``<|python_start|>``).
+        end: the wrapper closer.
+        bracketed: the calls are a list literal (a bare ``[`` at the start of a
+            channel, or ``[NAME(`` of an offered tool anywhere, opens one);
+            False: calls follow ``start`` directly and ``end`` closes them.
+        convert: converts one keyword value's source to JSON text.
+        nested_quotes: apply the nested-quote rule (see the module docstring).
     """
-    src = source.strip()
-    try:
-        value = ast.literal_eval(src)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        try:
-            value = json.loads(src)
-        except (ValueError, RecursionError):
-            return None
-    try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (ValueError, TypeError, RecursionError):
-        return None
-    if _SURROGATE.search(text):  # a lone surrogate cannot be encoded as UTF-8: escape it
-        text = json.dumps(value, allow_nan=False)
-    return text
+
+    start: str = PYTHON_START
+    end: str = PYTHON_END
+    bracketed: bool = True
+    convert: Callable[[str], str | None] = field(default=literal_to_json, compare=False)
+    nested_quotes: bool = False
+
+    @property
+    def openers(self) -> tuple[str, ...]:
+        """The wrapper opener."""
+        return (self.start,)
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """The wrapper's two markers."""
+        return (self.start, self.end)
+
+    @property
+    def start_openers(self) -> tuple[str, ...]:
+        """A bare ``[`` at the start of a channel opens a list (bracketed formats)."""
+        return ("[",) if self.bracketed else ()
+
+    def request_openers(self, tools: Mapping[str, ToolSpec] | None) -> tuple[str, ...]:
+        """``[NAME(`` for each offered tool, which opens a call list after prose too (bracketed formats)."""
+        return tuple(f"[{name}(" for name in tools) if tools and self.bracketed else ()
+
+    def driver_factory(self) -> Callable[[DriverContext], PythonicDriver]:
+        """One :class:`PythonicDriver` per block."""
+        return partial(
+            PythonicDriver, start=self.start, end=self.end, bracketed=self.bracketed, convert=self.convert,
+            nested_quotes=self.nested_quotes,
+        )
 
 
 class PythonicDriver(DriverBase):

@@ -46,16 +46,17 @@ scanned again.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import final
 
 from ..._core.jsonscan import JsonScanner
 from ..._core.text import skip_json_ws
+from ..._core.toolspec import ToolSpec
 from ...items import ToolDelta
-from ...tools import ToolSpec
 from ..base import BLANK_RUN_MAX, DriverBase
-from ..spec import DriverContext
+from ..spec import DriverContext, FormatDefaults
 
 __all__ = ("MAX_RECIPIENT", "RECIPIENT_SLACK", "RecipientDriver", "RecipientFormat")
 
@@ -73,7 +74,7 @@ _LINE, _WAIT, _JSON, _AFTER, _CONTENT, _DONE = range(6)
 
 
 @dataclass(frozen=True)
-class RecipientFormat:
+class RecipientFormat(FormatDefaults):
     """Declaration of a recipient-addressed format.
 
     Attributes:
@@ -83,6 +84,25 @@ class RecipientFormat:
 
     separator: str = ">>>"
     content_recipient: str = "all"
+
+    @property
+    def openers(self) -> tuple[str, ...]:
+        """None: the driver owns the whole output (see :attr:`start_openers`)."""
+        return ()
+
+    @property
+    def start_openers(self) -> tuple[str, ...]:
+        """The output's first non-blank text opens the one block, which lasts to the end of the output."""
+        return ("",)
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """The separator between messages."""
+        return (self.separator,)
+
+    def driver_factory(self) -> Callable[[DriverContext], RecipientDriver]:
+        """One :class:`RecipientDriver` per block."""
+        return partial(RecipientDriver, spec=self)
 
 
 def recipient_bound(spec: RecipientFormat, tools: Mapping[str, ToolSpec] | None) -> int:

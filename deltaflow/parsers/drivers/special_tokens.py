@@ -52,15 +52,17 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from ..._core.holdback import MarkerHoldback
 from ..._core.jsonscan import JsonScanner
 from ..._core.text import skip_json_ws
 from ..base import DriverBase
-from ..spec import ToolDialect, DriverContext
+from ..spec import DriverContext, FormatDefaults
 
-__all__ = ("HeaderKind", "SpecialTokenDriver", "SpecialTokenFormat", "special_token_dialect")
+__all__ = ("HeaderKind", "SpecialTokenDriver", "SpecialTokenFormat")
 
 _FENCE = "```"
 # An opening code fence with its optional language tag (```json).
@@ -82,7 +84,7 @@ class HeaderKind(enum.Enum):
 
 
 @dataclass(frozen=True)
-class SpecialTokenFormat:
+class SpecialTokenFormat(FormatDefaults):
     """Declaration of a section/call special-token tool format.
 
     Attributes:
@@ -118,9 +120,14 @@ class SpecialTokenFormat:
         """The markers that open a block."""
         return self.section_open + ((self.call_open,) if self.bare_calls else ())
 
+    def driver_factory(self) -> Callable[[DriverContext], SpecialTokenDriver]:
+        """One :class:`SpecialTokenDriver` per block, sharing the format's tables."""
+        return partial(SpecialTokenDriver, spec=self, tables=_Tables(self))
+
 
 def _alternation(markers: tuple[str, ...]) -> str:
     return "|".join(re.escape(m) for m in sorted(set(markers), key=len, reverse=True))
+
 
 
 class _Tables:
@@ -148,7 +155,7 @@ class SpecialTokenDriver(DriverBase):
     Args:
         ctx: the block's context.
         spec: the format declaration.
-        tables: the spec's derived tables (built once by :func:`special_token_dialect`).
+        tables: the spec's derived tables (built once by :meth:`SpecialTokenFormat.driver_factory`).
     """
 
     __slots__ = (
@@ -519,43 +526,3 @@ class SpecialTokenDriver(DriverBase):
             return self.abort(out, pos), False  # bare calls: the caller takes the rest as text
         self._state = _SKIP
         return pos, True
-
-
-def special_token_dialect(
-    name: str,
-    spec: SpecialTokenFormat,
-    *,
-    token_prefixes: tuple[str, ...] = (),
-    tokenizers: tuple[str, ...] = (),
-    description: str = "",
-    families: tuple[str, ...] = (),
-) -> ToolDialect:
-    """Declare a special-token tool dialect.
-
-    Args:
-        name: the registry name.
-        spec: the format declaration.
-        token_prefixes: opener prefixes a real tokenizer leaves at a token
-            boundary (``()`` when every opener is one special token).
-        tokenizers: reference tokenizers the prefixes were checked against.
-        description: one line for ``deltaflow parsers``.
-        families: model families served.
-
-    Raises:
-        ValueError: an ``ID_SEP`` spec without a ``call_id`` pattern.
-    """
-    tables = _Tables(spec)
-
-    def factory(ctx: DriverContext) -> SpecialTokenDriver:
-        return SpecialTokenDriver(ctx, spec, tables)
-
-    return ToolDialect(
-        name=name,
-        openers=spec.openers,
-        factory=factory,
-        markers=spec.markers,
-        token_prefixes=token_prefixes,
-        tokenizers=tokenizers,
-        description=description,
-        families=families,
-    )

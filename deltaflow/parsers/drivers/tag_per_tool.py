@@ -84,15 +84,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from ..._core.jsonscan import JsonScanner
 from ..._core.text import skip_json_ws
+from ..._core.toolspec import ToolSpec
 from ...messages import DeltaMessage
 from ..base import DriverBase
-from ..spec import DriverContext
+from ..spec import DriverContext, FormatDefaults
 
 __all__ = ("BlockSnapshot", "Snapshotter", "TagPerToolDriver", "TagPerToolFormat")
 
@@ -126,7 +128,7 @@ def _partial(text: str, start: int, tag: str) -> int:
 
 
 @dataclass(frozen=True)
-class TagPerToolFormat:
+class TagPerToolFormat(FormatDefaults):
     """Declaration of a tag-per-tool format.
 
     Attributes:
@@ -143,6 +145,24 @@ class TagPerToolFormat:
     def __post_init__(self) -> None:
         if not isinstance(self.hold_limit, int) or self.hold_limit < 1:
             raise ValueError(f"hold_limit must be a positive int, got {self.hold_limit!r}")
+
+    @property
+    def openers(self) -> tuple[str, ...]:
+        """None of its own: every opener comes from the request (:meth:`request_openers`)."""
+        return ()
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """None: the tags are the offered tools' names."""
+        return ()
+
+    def request_openers(self, tools: Mapping[str, ToolSpec] | None) -> tuple[str, ...]:
+        """``<NAME>`` for each offered tool (none without tools)."""
+        return tuple(f"<{name}>" for name in tools) if tools else ()
+
+    def driver_factory(self) -> Callable[[DriverContext], TagPerToolDriver]:
+        """One :class:`TagPerToolDriver` per block."""
+        return partial(TagPerToolDriver, spec=self)
 
 
 # Parser states.

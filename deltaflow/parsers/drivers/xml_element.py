@@ -52,9 +52,9 @@ Everything else is emitted at once; consumed text is never scanned again.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import final
 
 from ..._core.holdback import MarkerHoldback
@@ -69,7 +69,7 @@ from ..._core.schema import (
     tentative,
 )
 from ..base import BLANK_RUN_MAX, DriverBase
-from ..spec import DriverContext
+from ..spec import DriverContext, FormatDefaults
 
 __all__ = ("TAG_MAX", "XmlElementDriver", "XmlElementFormat")
 
@@ -92,7 +92,7 @@ _OBJ, _ARR = 0, 1
 
 
 @dataclass(frozen=True)
-class XmlElementFormat:
+class XmlElementFormat(FormatDefaults):
     """Declaration of an element-per-parameter XML tool format.
 
     Attributes:
@@ -115,6 +115,15 @@ class XmlElementFormat:
         """Every fixed marker of the format."""
         p = self.prefix
         return (self.opener, f"{p}</{self.block_tag}>", f"{p}<{self.call_tag}", f"{p}</{self.call_tag}>", p)
+
+    @property
+    def openers(self) -> tuple[str, ...]:
+        """The marker that opens a block."""
+        return (self.opener,)
+
+    def driver_factory(self) -> Callable[[DriverContext], XmlElementDriver]:
+        """One :class:`XmlElementDriver` per block."""
+        return partial(XmlElementDriver, spec=self)
 
 
 @cache

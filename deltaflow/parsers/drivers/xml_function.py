@@ -69,9 +69,9 @@ once. Consumed text is never scanned again.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Literal, final
 
 import msgspec
@@ -91,7 +91,7 @@ from ..._core.schema import (
     tentative,
 )
 from ..base import BLANK_RUN_MAX, DriverBase
-from ..spec import DriverContext
+from ..spec import DriverContext, FormatDefaults
 
 __all__ = ("XmlFunctionDriver", "XmlFunctionFormat")
 
@@ -125,7 +125,7 @@ _CDATA_HOLD = MarkerHoldback((CDATA_CLOSE,))
 
 
 @dataclass(frozen=True)
-class XmlFunctionFormat:
+class XmlFunctionFormat(FormatDefaults):
     """Declaration of an XML-like, function-first tool format.
 
     Attributes:
@@ -200,6 +200,10 @@ class XmlFunctionFormat:
             self.key_end if self.key_end != ">" else None, self.value_open, self.value_close,
         )
         return tuple(dict.fromkeys(t for t in tags if t))
+
+    def driver_factory(self) -> Callable[[DriverContext], XmlFunctionDriver]:
+        """One :class:`XmlFunctionDriver` per block."""
+        return partial(XmlFunctionDriver, spec=self)
 
 
 @dataclass(frozen=True)

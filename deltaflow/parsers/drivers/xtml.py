@@ -56,8 +56,9 @@ Everything else is emitted at once; consumed text is never scanned again.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import final
 
 from ..._core.holdback import MarkerHoldback
@@ -74,9 +75,9 @@ from ..._core.schema import (
 )
 from ..._core.text import has_surrogate, skip_json_ws
 from ..base import DriverBase
-from ..spec import ToolDialect, DriverContext
+from ..spec import DriverContext, FormatDefaults
 
-__all__ = ("MAX_HEADER", "XTML_TYPES", "XtmlDriver", "XtmlFormat", "xtml_dialect")
+__all__ = ("MAX_HEADER", "XTML_TYPES", "XtmlDriver", "XtmlFormat")
 
 MAX_HEADER = 512
 """Longest tag header (between ``<|open|>`` / ``<|close|>`` and ``<|sep|>``) held before it is malformed."""
@@ -112,7 +113,7 @@ def _unescape(value: str) -> str:
 
 
 @dataclass(frozen=True)
-class XtmlFormat:
+class XtmlFormat(FormatDefaults):
     """The XTML tokens and section names.
 
     Attributes:
@@ -142,6 +143,10 @@ class XtmlFormat:
     def markers(self) -> tuple[str, ...]:
         """Every marker of the format (the three tokens and the fixed tags)."""
         return (self.open, self.close, self.sep, *self.openers, self.tag(False, self.tools))
+
+    def driver_factory(self) -> Callable[[DriverContext], XtmlDriver]:
+        """One :class:`XtmlDriver` per block."""
+        return partial(XtmlDriver, spec=self)
 
 
 @final
@@ -555,38 +560,3 @@ def _attrs(text: str) -> dict[str, str] | None:
     if text[pos:n].strip():
         return None
     return found
-
-
-def xtml_dialect(
-    name: str,
-    spec: XtmlFormat,
-    *,
-    token_prefixes: tuple[str, ...] = (),
-    tokenizers: tuple[str, ...] = (),
-    description: str = "",
-    families: tuple[str, ...] = (),
-) -> ToolDialect:
-    """Declare an XTML tool dialect.
-
-    Args:
-        name: the registry name.
-        spec: the tokens and section names.
-        token_prefixes: opener prefixes a real tokenizer leaves at a token boundary.
-        tokenizers: reference tokenizers the prefixes were checked against.
-        description: one line for ``deltaflow parsers``.
-        families: model families served.
-    """
-
-    def factory(ctx: DriverContext) -> XtmlDriver:
-        return XtmlDriver(ctx, spec)
-
-    return ToolDialect(
-        name=name,
-        openers=spec.openers,
-        markers=spec.markers,
-        factory=factory,
-        token_prefixes=token_prefixes,
-        tokenizers=tokenizers,
-        description=description,
-        families=families,
-    )

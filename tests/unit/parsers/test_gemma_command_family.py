@@ -9,7 +9,7 @@ import pytest
 
 from deltaflow import ResponseParser, parse_complete
 from deltaflow.parsers import registry
-from deltaflow.parsers.dialects.gemma_command_family import GEMMA4_CLOSE, GEMMA4_OPEN, GEMMA4_QUOTE, gemma4_scalar
+from deltaflow.parsers.drivers.gemma4 import GEMMA4_CLOSE, GEMMA4_OPEN, GEMMA4_QUOTE, gemma4_scalar
 from deltaflow.testing import check_chunkings
 
 Q = GEMMA4_QUOTE

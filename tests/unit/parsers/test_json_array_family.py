@@ -16,7 +16,7 @@ import pytest
 
 from deltaflow import ChatMessage, ResponseParser, accumulate, parse_complete
 from deltaflow.items import Channel, ToolDelta
-from deltaflow.parsers import JsonEnvelopeDriver, JsonEnvelopeFormat, DriverContext, registry
+from deltaflow.parsers import DriverContext, JsonEnvelopeDriver, JsonEnvelopeFormat, registry
 from deltaflow.parsers.spec import all_prefixes
 from deltaflow.testing import check_chunkings, feed_chunks, message_key, split_at
 
@@ -143,7 +143,7 @@ def test_existing_dialects_keep_their_declaration() -> None:
         assert len(d.openers) == 1
     spec = JsonEnvelopeFormat(open=("<a>", "<b>"), close="</a>")
     assert spec.envelopes() == ((("<a>", "<b>"), "</a>"),)
-    assert spec.openers() == ("<a>",) and spec.markers() == ("<a>", "<b>", "</a>")
+    assert spec.openers == ("<a>",) and spec.markers == ("<a>", "<b>", "</a>")
 
 
 # -- well-formed outputs, every dialect ---------------------------------------------------------------

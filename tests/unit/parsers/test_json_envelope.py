@@ -9,7 +9,7 @@ import pytest
 
 from deltaflow import ResponseParser, accumulate, parse_complete
 from deltaflow.items import Channel, ToolDelta
-from deltaflow.parsers import JsonEnvelopeDriver, DriverContext, registry
+from deltaflow.parsers import DriverContext, JsonEnvelopeDriver, registry
 from deltaflow.testing import check_chunkings, feed_chunks, message_key, split_at
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from deltaflow import ResponseParser, accumulate, parse_complete
+from deltaflow._core.pyliteral import lenient_literal_to_json as python_literal_to_json
 from deltaflow.parsers import registry
-from deltaflow.parsers.dialects.more_tool_families import python_literal_to_json
 from deltaflow.testing import check_chunkings, feed_chunks, load_tokenizer, message_key
 
 S = "<|tool_call_start|>"

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from deltaflow import UnknownParserError
-from deltaflow.parsers import JsonEnvelopeFormat, ReasoningDialect, json_envelope_dialect, registry
+from deltaflow.parsers import JsonEnvelopeFormat, ReasoningDialect, declare, registry
 from deltaflow.testing import check_chunkings
 
 
@@ -62,10 +62,8 @@ def test_unhashable_name_is_an_unknown_parser() -> None:
 
 @pytest.mark.usefixtures("clean_registry")
 def test_register_a_new_dialect_and_use_it() -> None:
-    """A dialect declared with json_envelope_dialect is usable by name once registered."""
-    d = registry.register_tool_dialect(
-        json_envelope_dialect("my_model", JsonEnvelopeFormat(open=("<call>",), close="</call>"))
-    )
+    """A dialect declared with declare() is registered and usable by name."""
+    d = declare("my_model", JsonEnvelopeFormat(open=("<call>",), close="</call>"))
     assert registry.get_tool_dialect("my_model") is d
     assert "my_model" in registry.tool_dialect_names()
     m = check_chunkings('x<call>{"name": "f", "arguments": {"a": 1}}</call>y', tool_parser="my_model")
@@ -76,7 +74,9 @@ def test_register_a_new_dialect_and_use_it() -> None:
 @pytest.mark.usefixtures("clean_registry")
 def test_duplicate_registration_needs_replace() -> None:
     """Registering a taken name is a ValueError unless replace=True."""
-    again = json_envelope_dialect("hermes", JsonEnvelopeFormat(open=("<x>",), close="</x>"))
+    with pytest.raises(ValueError, match="already registered"):
+        declare("hermes", JsonEnvelopeFormat(open=("<x>",), close="</x>"))
+    again = declare("hermes", JsonEnvelopeFormat(open=("<x>",), close="</x>"), register=False)
     with pytest.raises(ValueError, match="already registered"):
         registry.register_tool_dialect(again)
     assert registry.register_tool_dialect(again, replace=True) is again

@@ -15,8 +15,8 @@ import pytest
 from deltaflow import ResponseParser, accumulate, parse_complete
 from deltaflow.items import Channel, ToolDelta
 from deltaflow.messages import ChatMessage
-from deltaflow.parsers import DriverContext, registry
-from deltaflow.parsers.drivers.special_tokens import HeaderKind, SpecialTokenDriver, SpecialTokenFormat, special_token_dialect
+from deltaflow.parsers import DriverContext, declare, registry
+from deltaflow.parsers.drivers.special_tokens import HeaderKind, SpecialTokenDriver, SpecialTokenFormat
 from deltaflow.testing import check_chunkings, feed_chunks, load_tokenizer, message_key, split_at
 
 # DeepSeek markers: U+FF5C "｜" and U+2581 "▁" (shared/dialects.md section 8).
@@ -105,7 +105,7 @@ def test_id_dialect_needs_an_id_pattern() -> None:
     """Declaring an ID_SEP dialect without a call_id pattern fails at declaration time."""
     spec = SpecialTokenFormat(("<s>",), ("</s>",), "<c>", "</c>", "<sep>", HeaderKind.ID_SEP)
     with pytest.raises(ValueError, match="call_id"):
-        special_token_dialect("x", spec)
+        declare("x", spec, register=False)
 
 
 def test_markers_are_byte_compared() -> None:

@@ -20,8 +20,7 @@ import pytest
 from deltaflow import ChatMessage, ResponseParser, accumulate, parse_complete
 from deltaflow.items import Channel, ChannelText, ChunkEnd, ToolDelta
 from deltaflow.messages import DeltaFunctionCall, DeltaMessage, DeltaToolCall
-from deltaflow.parsers import DriverContext, registry
-from deltaflow.parsers.dialects.xml_tools_family import xml_tools_dialect, xml_tools_openers
+from deltaflow.parsers import DriverContext, declare, registry
 from deltaflow.parsers.drivers.tag_per_tool import BlockSnapshot, Snapshotter, TagPerToolDriver, TagPerToolFormat
 from deltaflow.pipeline.chain import SyncChain
 from deltaflow.stages.assembler import DeltaAssembler
@@ -90,7 +89,7 @@ def new_parser(spec: TagPerToolFormat = TagPerToolFormat(), counter: itertools.c
 def test_registered_with_its_declarations() -> None:
     """``xml_tools`` is registered; its only opener is ``<``, which has no proper prefix to declare."""
     d = registry.get_tool_dialect("xml_tools")
-    assert d.openers == () and d.openers_for is xml_tools_openers
+    assert d.openers == () and d.openers_for is not None and isinstance(d.format, TagPerToolFormat)
     assert d.token_prefixes == () and d.start_openers == ()
     assert d.description and d.families
 
@@ -98,8 +97,10 @@ def test_registered_with_its_declarations() -> None:
 def test_openers_for_a_request() -> None:
     """The exact openers of a request are ``<NAME>`` per offered tool, none without tools."""
     specs = {s.name: s for s in normalize_tools(tool_defs({"read_file": ("path",), "f": None})) or ()}
-    assert xml_tools_openers(specs) == ("<read_file>", "<f>")
-    assert xml_tools_openers(None) == () and xml_tools_openers({}) == ()
+    openers = registry.get_tool_dialect("xml_tools").openers_for
+    assert openers is not None
+    assert openers(specs) == ("<read_file>", "<f>")
+    assert openers(None) == () and openers({}) == ()
 
 
 # -- Cline's parse-assistant-message cases ----------------------------------------------------
@@ -474,7 +475,7 @@ def run_chain(chunks: Sequence[str], spec: TagPerToolFormat) -> ChatMessage:
     """Run the stage chain with an unregistered ``xml_tools`` dialect declared with ``spec``."""
     assert WTF_TOOLS is not None
     by_name: dict[str, ToolSpec] = {s.name: s for s in WTF_TOOLS}
-    dialect = xml_tools_dialect("xml_tools_test", spec)
+    dialect = declare("xml_tools_test", spec, register=False)
     chain = SyncChain([
         ChannelRouter(), ReasoningSplitter(None), ToolBlockFeeder(dialect, tools=by_name),
         IdentityFirstBuffer(), NameFilter(by_name), DeltaAssembler(),
