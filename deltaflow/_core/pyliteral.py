@@ -115,7 +115,7 @@ def _literal(node: ast.expr) -> Any:
         return [_literal(e) for e in node.elts]  # a set keeps the written order (vLLM lfm2)
     if isinstance(node, ast.Dict):
         out: dict[Any, Any] = {}
-        for k_node, v_node in zip(node.keys, node.values):
+        for k_node, v_node in zip(node.keys, node.values, strict=True):
             if k_node is None:
                 raise _NotLiteral  # "**x"
             key = _literal(k_node)

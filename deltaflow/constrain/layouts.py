@@ -347,7 +347,7 @@ _DSML_XML = XmlStyle(
     excludes=(f"</{_DSML}invoke>",),
     xgrammar_style="deepseek_xml",
 )
-# MiniCPM5 (parsers/dialects/xml_more_family.py): <param name="K">V</param>, a value may be CDATA.
+# MiniCPM5 (parsers/dialects/minicpm.py): <param name="K">V</param>, a value may be CDATA.
 _MINICPM5_XML = XmlStyle(
     open=lambda k, s: f'<param name="{k}">',
     close="</param>",
@@ -357,7 +357,7 @@ _MINICPM5_XML = XmlStyle(
     xgrammar_style=None,
     cdata=True,
 )
-# Step3 (parsers/dialects/more_tool_families.py): a value ends at its closer or the section closer.
+# Step3 (parsers/dialects/step.py): a value ends at its closer or the section closer.
 _STEP3 = ("<｜tool_calls_begin｜>", "<｜tool_call_begin｜>", "function<｜tool_sep｜>", "<｜tool_call_end｜>",
           "<｜tool_calls_end｜>")
 _STEP3_XML = XmlStyle(
@@ -442,7 +442,7 @@ def _k3_call(t: ToolSpec) -> Call:
 
 
 LAYOUTS: dict[str, Layout] = {
-    # json_array_family: JSON envelopes, per call or as one JSON array of calls.
+    # JSON envelopes (granite, hunyuan, ernie, xlam, ... modules), per call or as one JSON array of calls.
     "granite": Layout(
         call=_json_env("", "", "arguments"),
         trigger="<|tool_call|>",
@@ -519,7 +519,7 @@ LAYOUTS: dict[str, Layout] = {
         multi=False,
         legacy=True,
     ),
-    # functionary_family: Functionary v3.1's <function=NAME>{json}</function>, Command R+'s fenced array.
+    # functionary.py and cohere.py: Functionary v3.1's <function=NAME>{json}</function>, Command R+'s fenced array.
     "functionary_v3_1": Layout(
         call=lambda t: Call(f"<function={t.name}>", (Json(params(t)),), "</function>"),
         trigger="<function=",
@@ -557,7 +557,7 @@ LAYOUTS: dict[str, Layout] = {
         atomic=_GEMMA4,  # single special tokens of the Gemma 4 vocabulary
         name_pattern=r"[\w.\-]+",
     ),
-    # more_tool_families: layouts of the drivers they reuse, with their own markers.
+    # LFM2, OLMo 3, Step, Ling 3, DeepSeek-V4: layouts of the drivers they reuse, with their own markers.
     "step3": Layout(
         call=_xml(lambda n: f'{_STEP3[1]}{_STEP3[2]}<steptml:invoke name="{n}">', f"</steptml:invoke>{_STEP3[3]}",
                   _STEP3_XML, "step3"),

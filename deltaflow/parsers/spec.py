@@ -15,7 +15,15 @@ if TYPE_CHECKING:
     from .._core.toolspec import ToolSpec
     from ..items import Channel
 
-__all__ = ("DriverContext", "FormatDefaults", "ReasoningDialect", "ToolDialect", "ToolDriver", "ToolFormat", "all_prefixes")
+__all__ = (
+    "DriverContext",
+    "FormatDefaults",
+    "ReasoningDialect",
+    "ToolDialect",
+    "ToolDriver",
+    "ToolFormat",
+    "all_prefixes",
+)
 
 
 def all_prefixes(*markers: str) -> tuple[str, ...]:

@@ -9,8 +9,8 @@ explicit end marker (content starts after it) or, for dialects that declare
 one, an implicit terminator (content starts at it, e.g. GLM-4.7's
 ``<tool_call>`` when no ``</think>`` came). Markers of earlier turns never
 count. An implicit terminator that is not one token of the tokenizer
-(qwen3's ``<tool_call>\n<function=``) is not tracked on token ids. A dialect whose reasoning does not start open, or a request with
-thinking disabled, has no reasoning to end: ``is_reasoning_end`` is True and
+(qwen3's ``<tool_call>\n<function=``) is not tracked on token ids. A dialect whose reasoning does not
+start open, or a request with thinking disabled, has no reasoning to end: ``is_reasoning_end`` is True and
 the ids are returned unchanged.
 
 Only the markers are read: a dialect's start labels, content wrapper and

@@ -402,7 +402,7 @@ class Pipeline:
                     if self.prefetch > 0 or not segments or not isinstance(segments[0], list):
                         send0, receive = anyio.create_memory_object_stream[Any](self.prefetch)
                         tg.start_soon(_pump, source, send0)
-                    for k, seg in enumerate(segments):
+                    for _k, seg in enumerate(segments):
                         send, nxt = anyio.create_memory_object_stream[Any](self.buffer_size)
                         if isinstance(seg, list):
                             chain = SyncChain(seg)

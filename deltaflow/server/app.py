@@ -172,7 +172,8 @@ def _check_tool_choice(protocol: str, choice: Any, tools: tuple[ToolSpec, ...] |
     if protocol == "messages":
         if not isinstance(choice, dict) or choice.get("type") not in _ANTHROPIC_TOOL_CHOICES:
             raise BadRequest(
-                f"'tool_choice' must be an object with type one of {', '.join(_ANTHROPIC_TOOL_CHOICES)}, got {_short(choice)}"
+                f"'tool_choice' must be an object with type one of {', '.join(_ANTHROPIC_TOOL_CHOICES)}, "
+                f"got {_short(choice)}"
             )
         if choice["type"] == "tool":
             name = choice.get("name")
@@ -180,7 +181,9 @@ def _check_tool_choice(protocol: str, choice: Any, tools: tuple[ToolSpec, ...] |
                 raise BadRequest("'tool_choice' of type 'tool' needs a string 'name'")
     elif isinstance(choice, str):
         if choice not in _CHAT_TOOL_CHOICES:
-            raise BadRequest(f"'tool_choice' must be one of {', '.join(_CHAT_TOOL_CHOICES)} or an object, got {_short(choice)}")
+            raise BadRequest(
+                f"'tool_choice' must be one of {', '.join(_CHAT_TOOL_CHOICES)} or an object, got {_short(choice)}"
+            )
     elif isinstance(choice, dict) and isinstance(choice.get("type"), str):
         if choice["type"] == "function":
             fn = choice.get("function") if protocol == "chat.completions" else choice
@@ -492,7 +495,11 @@ def create_app(
             f"tool_calls_in_reasoning must be one of {', '.join(map(repr, TOOL_CALLS_IN_REASONING))}, "
             f"got {_short(tool_calls_in_reasoning)}"
         )
-    for name, value in (("max_body_bytes", max_body_bytes), ("max_streams", max_streams), ("idle_timeout", idle_timeout)):
+    for name, value in (
+        ("max_body_bytes", max_body_bytes),
+        ("max_streams", max_streams),
+        ("idle_timeout", idle_timeout),
+    ):
         if value is not None and value <= 0:
             raise ValueError(f"{name} must be positive or None, got {_short(value)}")
     if engine is None:

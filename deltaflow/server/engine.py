@@ -103,7 +103,9 @@ def load_tokenizer_file(path: str | Path) -> Any:
         try:
             from tokenizers import Tokenizer
         except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ValueError("loading tokenizer.json needs the 'tokenizers' package (pip install deltaflow[server])") from exc
+            raise ValueError(
+                "loading tokenizer.json needs the 'tokenizers' package (pip install deltaflow[server])"
+            ) from exc
         if name.endswith(".gz"):
             with gzip.open(p, "rt", encoding="utf-8") as f:
                 return Tokenizer.from_str(f.read())
@@ -115,7 +117,10 @@ def load_tokenizer_file(path: str | Path) -> Any:
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ValueError("loading a .tiktoken file needs the 'tiktoken' package") from exc
         ranks = load_tiktoken_bpe(str(p))
-        pat = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
+        pat = (
+            r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}"""
+            r"""| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
+        )
         return tiktoken.Encoding(p.stem, pat_str=pat, mergeable_ranks=ranks, special_tokens={})
     raise ValueError(f"unsupported tokenizer file {p}: expected tokenizer.json, tokenizer.json.gz or *.tiktoken")
 
@@ -160,7 +165,9 @@ class ReplayEngine:
         ValueError: a transcript's metadata is invalid or the folder has no transcript.
     """
 
-    def __init__(self, directory: str | Path | None = None, *, tokens_per_second: float = 0.0, chunk_tokens: int = 1) -> None:
+    def __init__(
+        self, directory: str | Path | None = None, *, tokens_per_second: float = 0.0, chunk_tokens: int = 1
+    ) -> None:
         if tokens_per_second < 0:
             raise ValueError("tokens_per_second must be >= 0")
         if chunk_tokens < 1:

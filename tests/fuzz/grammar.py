@@ -89,7 +89,7 @@ _STEP3 = (
 _DSML_V4 = ("<｜DSML｜tool_calls>", "</｜DSML｜tool_calls>") + _DSML[2:]
 
 TOOL_MARKERS: dict[str, tuple[str, ...]] = {
-    # JSON-array family (json_array_family)
+    # JSON-array family
     "granite": ("<|tool_call|>", "<tool_call>", "["),
     "granite4": ("<tool_call>", "</tool_call>"),
     "granite-20b-fc": ("<function_call>",),
@@ -140,7 +140,7 @@ TOOL_MARKERS: dict[str, tuple[str, ...]] = {
 
 # The reasoning parsers each tool dialect is fuzzed with (None: no reasoning parser).
 REASONING_FOR: dict[str, tuple[str | None, ...]] = {
-    # JSON-array family (json_array_family)
+    # JSON-array family
     "granite": (None,),
     "granite4": (None, "qwen3"),
     "granite-20b-fc": (None,),
@@ -630,7 +630,7 @@ def block_functionary_v3_2(draw, names, first, at_start):
             for i, n in enumerate(names)]
 
 
-# -- JSON-array family (json_array_family): each array element, or each per-call block, is one call -------
+# -- JSON-array family: each array element, or each per-call block, is one call -------
 
 _ARRAY_HEADS: dict[str, tuple[tuple[str, str], ...]] = {
     "granite": (("<|tool_call|>", ""), ("<tool_call>", "")),

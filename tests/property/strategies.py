@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 from deltaflow import DeltaMessage
 from deltaflow.parsers import registry
-from deltaflow.parsers.dialects.reasoning import QWEN35_CALL
+from deltaflow.parsers.dialects.qwen import QWEN35_CALL
 
 __all__ = (
     "CONTENT",
@@ -79,7 +79,7 @@ class Envelope:
     separator: str | None
 
 
-# Mirrors deltaflow/parsers/dialects/json_tools.py (test_grammar_matches_registry checks the openers).
+# Mirrors deltaflow/parsers/dialects/hermes.py, internlm.py and llama.py (test_grammar_matches_registry checks the openers).
 ENVELOPES: dict[str, Envelope] = {
     "hermes": Envelope(("<tool_call>",), "</tool_call>", ("arguments", "parameters"), False, None),
     "internlm": Envelope(
@@ -324,7 +324,7 @@ class Generated:
 def _name_src(draw: st.DrawFn, name: str) -> str:
     if draw(st.booleans()) or not name.isascii():
         return json.dumps(name, ensure_ascii=draw(st.booleans()))
-    return '"\\u%04x' % ord(name[0]) + json.dumps(name)[2:]  # the first letter \u-escaped
+    return f'"\\u{ord(name[0]):04x}' + json.dumps(name)[2:]  # the first letter \u-escaped
 
 
 @st.composite
@@ -643,7 +643,7 @@ def check_delta_invariants(deltas: Sequence[DeltaMessage], tools: Sequence[str] 
                 )
             args[tc.index].append(tc.function.arguments or "")
     out = []
-    for name, parts in zip(names, args):
+    for name, parts in zip(names, args, strict=True):
         joined = "".join(parts)
         try:
             value = json.loads(joined)

@@ -165,7 +165,7 @@ def test_generated_accounting(gen: Generated) -> None:
     assert len(gen.text) == len(content) + len(reasoning) + markers + sum(len(b.text) for b in blocks)
     calls = [(c, b) for b in blocks for c in b.calls]
     assert len(complete.tool_calls) == len(calls)
-    for got, (call, block) in zip(complete.tool_calls, calls):
+    for got, (call, block) in zip(complete.tool_calls, calls, strict=True):
         assert got.function.name == call.name
         assert got.function.arguments == call.args
         if call.verbatim:

@@ -1,6 +1,6 @@
 """Stream == complete for Functionary v3.1 / v3.2 and Command R+ outputs generated from their grammars.
 
-Grammar facts (``deltaflow/parsers/dialects/functionary_family.py``):
+Grammar facts (``deltaflow/parsers/dialects/functionary.py`` and ``cohere.py``):
 
 * functionary_v3_1: prose, then calls ``<function=NAME>{json}</function>``
   one after another (nothing or a newline between them), then prose.

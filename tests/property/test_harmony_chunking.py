@@ -156,7 +156,7 @@ def test_token_aligned_chunks_in_tokens_mode(data: st.DataObject, out: Output) -
     """With chunking="tokens", any split that keeps markers whole rebuilds parse_complete."""
     atoms = _atoms(out.text)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(atoms)), max_size=30)))
-    chunks = ["".join(atoms[a:b]) for a, b in zip([0, *cuts], [*cuts, len(atoms)])]
+    chunks = ["".join(atoms[a:b]) for a, b in zip([0, *cuts], [*cuts, len(atoms)], strict=True)]
     p = ResponseParser(**out.options, chunking="tokens")
     deltas = [d for c in chunks for d in p.feed(c)] + p.feed("", final=True)
     assert message_key(accumulate(deltas)) == message_key(parse_complete(out.text, **out.options))

@@ -1,6 +1,6 @@
 """Stream == complete for the JSON-array family, over outputs generated from each dialect's grammar.
 
-The grammars (deltaflow/parsers/dialects/json_array_family.py; shared/dialects.md
+The grammars (the JSON-envelope dialects in deltaflow/parsers/dialects/ (granite, hunyuan, xlam, ...); shared/dialects.md
 section 14): a JSON array of ``{"name", "arguments"}`` objects after an opener
 and before an optional closer (granite, hunyuan_a13b, jamba, apriel, nemotron,
 xlam, phi4_mini_json, firefunction_v2; apertus with ``{"NAME": {...}}``
@@ -121,7 +121,7 @@ def outputs(draw: st.DrawFn) -> Output:
         lead = head + (draw(_WS) if head else "") + "[" + pre
         body = lead
         surfaced: list[str] = []
-        for i, (el, ok) in enumerate(zip(elements, accepted)):
+        for i, (el, ok) in enumerate(zip(elements, accepted, strict=True)):
             # Raw text of element i: the separator before it (or the opener for the first) and the object.
             raw = (lead_ws + lead if i == 0 else seps[i]) + el
             body += (seps[i] if i else "") + el
@@ -139,7 +139,7 @@ def outputs(draw: st.DrawFn) -> Output:
         blocks: list[str] = []
         surfaced = []
         gaps = [""] + [draw(_WS) for _ in elements[1:]] + [""]
-        for i, (el, ok) in enumerate(zip(elements, accepted)):
+        for i, (el, ok) in enumerate(zip(elements, accepted, strict=True)):
             head, tail = draw(st.sampled_from(forms))
             blk = head + el + tail
             blocks.append(gaps[i] + blk)
@@ -153,7 +153,7 @@ def outputs(draw: st.DrawFn) -> Output:
             after = ""  # no closer: trailing prose is not generated right against the object
         text = before + "".join(blocks) + after
         content_parts = [shown, *surfaced, after]
-    calls = [(name, args) for (name, args), ok in zip(items, accepted) if ok]
+    calls = [(name, args) for (name, args), ok in zip(items, accepted, strict=True) if ok]
     return Output(dialect, text, tools, "".join(content_parts), calls)
 
 

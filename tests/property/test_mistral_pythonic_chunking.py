@@ -1,7 +1,7 @@
 """Stream == complete for Mistral and pythonic outputs generated from their grammars, on any chunking.
 
 Grammar facts (shared/dialects.md sections 4 and 5, and the declarations in
-``deltaflow/parsers/dialects/{mistral,pythonic}_family.py``):
+``deltaflow/parsers/dialects/mistral.py`` and ``llama.py``):
 
 * mistral: content, then blocks ``[TOOL_CALLS]`` + one of: a pre-v11 JSON
   array of ``{"name", "arguments", "id"}`` objects (space after the marker
@@ -362,7 +362,7 @@ def _same_json(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
     return type(a) is type(b) and a == b
 
 
@@ -375,11 +375,11 @@ def check(gen: Output, chunks: list[str], ids: bool) -> None:
     assert complete.content == gen.content, "content"
     assert complete.reasoning_content == gen.reasoning, "reasoning_content"
     assert [n for n, _ in got] == [c.name for c in gen.calls], "call names"
-    for (_, args), call in zip(got, gen.calls):
+    for (_, args), call in zip(got, gen.calls, strict=True):
         assert isinstance(json.loads(args), dict)
         assert _same_json(json.loads(args), call.args), (args, call.args)
     if ids:
-        for tc, call in zip(complete.tool_calls, gen.calls):
+        for tc, call in zip(complete.tool_calls, gen.calls, strict=True):
             if call.id is not None:
                 assert tc.id == call.id
 

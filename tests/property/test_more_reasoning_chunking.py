@@ -1,6 +1,7 @@
-r"""Stream == complete for the more_reasoning protocols and the gemma4 tool dialect, over outputs from their grammar.
+r"""Stream == complete for the reasoning protocols below and the gemma4 tool dialect, over outputs from their grammar.
 
-Grammar (deltaflow/parsers/dialects/more_reasoning.py, gemma_command_family.py)::
+Grammar (deltaflow/parsers/dialects/: step.py, olmo.py, nemotron.py, holo.py, hunyuan.py, granite.py, gemma.py,
+ernie.py, cohere.py)::
 
     think output   := [<think>] REASONING </think> CONTENT | REASONING        (step3p5, olmo3, nemotron_v3, holo2, hy_v3)
     granite output := Here is my thought process: REASONING Here is my response: CONTENT | CONTENT
@@ -27,7 +28,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from deltaflow import accumulate, parse_complete
-from deltaflow.parsers.dialects.more_reasoning import GRANITE_END, GRANITE_START
+from deltaflow.parsers.dialects.granite import GRANITE_END, GRANITE_START
 from deltaflow.parsers.drivers.gemma4 import GEMMA4_CLOSE, GEMMA4_OPEN, GEMMA4_QUOTE
 from deltaflow.testing import feed_chunks, message_key
 

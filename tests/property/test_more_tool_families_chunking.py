@@ -1,6 +1,6 @@
 """Stream == complete for LFM2, OLMo 3, Step3 and DeepSeek-V4 outputs generated from their grammars.
 
-Grammar facts (``deltaflow/parsers/dialects/more_tool_families.py``):
+Grammar facts (``deltaflow/parsers/dialects/`` lfm, olmo, step, ling, deepseek):
 
 * lfm2: prose, then blocks ``<|tool_call_start|>PAYLOAD<|tool_call_end|>``
   with prose between them; PAYLOAD is a pythonic list ``[f(a=1), g()]``

@@ -330,7 +330,7 @@ def test_well_formed_outputs_parse_back(g: Generated, data: st.DataObject) -> No
     content, reasoning, calls = g.expected()
     assert (full.content, full.reasoning_content) == (content, reasoning)
     assert [(c.function.name, c.function.arguments) for c in full.tool_calls] == [(n, a) for n, a, _ in calls]
-    for got, (_, args, call_id) in zip(full.tool_calls, calls):
+    for got, (_, _args, call_id) in zip(full.tool_calls, calls, strict=True):
         assert isinstance(json.loads(got.function.arguments), dict)
         if call_id is not None:
             assert got.id == call_id

@@ -242,7 +242,7 @@ def undeclared_boundaries(
     """Token boundaries strictly inside ``marker`` whose prefix is not declared: ``{prefix: (text, tokens)}``."""
     missing: dict[str, tuple[str, list[str]]] = {}
     texts = [before + marker + after for before, after in contexts]
-    for (before, _), text, enc in zip(contexts, texts, tokenizer.encode_batch(texts, add_special_tokens=False)):
+    for (before, _), text, enc in zip(contexts, texts, tokenizer.encode_batch(texts, add_special_tokens=False), strict=True):
         start = len(before)
         for lo, hi in enc.offsets:
             for cut in (lo, hi):

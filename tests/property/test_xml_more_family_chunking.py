@@ -1,6 +1,6 @@
 """Stream == complete for MiniCPM5 and MiniMax-M3 outputs generated from their grammars.
 
-Grammar facts (``deltaflow/parsers/dialects/xml_more_family.py``):
+Grammar facts (``deltaflow/parsers/dialects/minicpm.py`` and ``minimax.py``):
 
 * minicpm5: prose, then calls ``<function name="N"><param name="K">V</param></function>``
   separated by newlines, then prose; V is raw text without ``<``, or any text
@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deltaflow import accumulate, parse_complete
-from deltaflow.parsers.dialects.xml_more_family import MINIMAX_M3_MARKER as M
+from deltaflow.parsers.dialects.minimax import MINIMAX_M3_MARKER as M
 from deltaflow.testing import feed_chunks, message_key
 
 from .strategies import check_delta_invariants, chunkings, tool_defs

@@ -223,7 +223,7 @@ def _cases() -> list[Case]:
     add("xml_tools", None, "opener-prefix-repeat", "", "<searc" + X, "streams")
     add("xml_tools", None, "closer-prefix-repeat-in-param", "<search>\n<q>", "</" + X, "streams")
 
-    # -- Gemma 4 (gemma_command_family) and prose reasoning markers (more_reasoning) ---------------
+    # -- Gemma 4 and prose reasoning markers (Granite) ---------------
     g4 = "<|tool_call>call:search{"
     add("gemma4", None, "open-string-arg", g4 + 'q:<|"|>', X, "streams")
     add("gemma4", None, "open-name", "<|tool_call>call:", X, "held", "a name is held whole (name filter)")
@@ -256,7 +256,7 @@ def _cases() -> list[Case]:
     ):
         add(tp, rp, "whitespace-in-block", head, " ", "streams")
 
-    # -- more_tool_families: LFM2, OLMo 3, Step3, Step-3.5, Ling 3, DeepSeek-V4 ---------------
+    # -- LFM2, OLMo 3, Step3, Step-3.5, Ling 3, DeepSeek-V4 ---------------
     lfm2 = "<|tool_call_start|>"
     add("lfm2", None, "open-string-arg", lfm2 + '[search(q="', X, "held", "a keyword value is held until it ends")
     add("lfm2", None, "open-json-arg", lfm2 + '[{"name": "search", "arguments": {"q": "', X, "streams")
@@ -279,7 +279,7 @@ def _cases() -> list[Case]:
     add("deepseek_v4", None, "open-string-param", dsml4 + '<｜DSML｜parameter name="q" string="true">', X, "streams")
     add("deepseek_v4", None, "opener-prefix-repeat", "", "<｜DSML｜tool_cal" + X, "streams")
 
-    # -- JSON-array family (json_array_family) ------------------------------------------------------
+    # -- JSON-array family ------------------------------------------------------
     for tp, opener, prefix in (
         ("granite", "<|tool_call|>[", "<tool_cal"),
         ("granite4", "<tool_call>", "<tool_cal"),
@@ -315,7 +315,7 @@ def _cases() -> list[Case]:
     add("ernie45", None, "blanks-after-closer", '<tool_call>{"name": "search", "arguments": {}}</tool_call>', " ",
         "streams")
 
-    # -- xtml_family: Kimi K3 XTML ----------------------------------------------------------
+    # -- Kimi K3 XTML ----------------------------------------------------------
     k3 = '<|open|>tools<|sep|><|open|>call tool="search" index="1"<|sep|>'
     add("kimi_k3", "kimi_k3", "open-string-arg", k3 + '<|open|>argument key="q" type="string"<|sep|>', X, "streams")
     add("kimi_k3", "kimi_k3", "open-typed-arg", k3 + '<|open|>argument key="obj" type="object"<|sep|>{"a": ', X,
@@ -324,7 +324,7 @@ def _cases() -> list[Case]:
     add("kimi_k3", "kimi_k3", "whitespace-in-block", k3, " ", "streams")
     add("kimi_k3", "kimi_k3", "unclosed-reasoning", "", X, "streams")
 
-    # -- xml_more_family: MiniCPM5, MiniMax-M3 ------------------------------------------------------
+    # -- MiniCPM5, MiniMax-M3 ------------------------------------------------------
     cpm = '<function name="search">'
     add("minicpm5", None, "open-string-param", cpm + '<param name="q">', X, "streams")
     add("minicpm5", None, "open-cdata-param", cpm + '<param name="q"><![CDATA[', X, "streams")
@@ -341,7 +341,7 @@ def _cases() -> list[Case]:
     add("minimax_m3", None, "whitespace-in-block", m3, " ", "streams")
     add("minimax_m3", "minimax_m3", "unclosed-reasoning", "", X, "streams")
 
-    # -- functionary_family: Functionary v3.1, Command R+ -------------------------------------------
+    # -- Functionary v3.1, Command R+ -------------------------------------------
     add("functionary_v3_1", None, "open-string-arg", '<function=search>{"q": "', X, "streams")
     add("functionary_v3_1", None, "opener-prefix-repeat", "", "<functio" + X, "streams")
     add("functionary_v3_1", None, "blanks-after-header", "<function=search>", " ", "streams",

@@ -56,6 +56,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 
 from ..._core.holdback import MarkerHoldback
 from ..._core.schema import json_fragment, json_string
@@ -82,8 +83,25 @@ _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?
 _LOOSE_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
 _INT = re.compile(r"[+-]?[0-9]+\Z")
 
-# Parser states.
-_OPEN, _CALLW, _NAME, _KEY, _KEYB, _KEYQ, _COLON, _VALUE, _STR, _SCALAR, _AFTER, _POST, _DONE = range(13)
+class _State(IntEnum):
+    """Parser states."""
+
+    OPEN = 0
+    CALLW = 1
+    NAME = 2
+    KEY = 3
+    KEYB = 4
+    KEYQ = 5
+    COLON = 6
+    VALUE = 7
+    STR = 8
+    SCALAR = 9
+    AFTER = 10
+    POST = 11
+    DONE = 12
+
+
+_OPEN, _CALLW, _NAME, _KEY, _KEYB, _KEYQ, _COLON, _VALUE, _STR, _SCALAR, _AFTER, _POST, _DONE = tuple(_State)
 # States whose input may begin with insignificant whitespace.
 _WS_FIRST = frozenset((_OPEN, _KEY, _COLON, _VALUE, _AFTER))
 

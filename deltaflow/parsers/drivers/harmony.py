@@ -68,6 +68,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from typing import Protocol
 
 from ..._core.holdback import MarkerHoldback
@@ -129,11 +130,28 @@ _MAX_PART = 256  # characters; a longer part is not a header
 _WORD = re.compile(r"[\w.:/@=+\-]+")
 _TO = "to="
 
-# Router states.
-_HEADER, _BODY, _CALL, _STRAY, _BAD_HEADER = range(5)
+class _RouterState(IntEnum):
+    """Router states."""
 
-# Call body states.
-_PRE, _ARGS, _POST, _BROKEN = range(4)
+    HEADER = 0
+    BODY = 1
+    CALL = 2
+    STRAY = 3
+    BAD_HEADER = 4
+
+
+_HEADER, _BODY, _CALL, _STRAY, _BAD_HEADER = tuple(_RouterState)
+
+class _BodyState(IntEnum):
+    """Call body states."""
+
+    PRE = 0
+    ARGS = 1
+    POST = 2
+    BROKEN = 3
+
+
+_PRE, _ARGS, _POST, _BROKEN = tuple(_BodyState)
 
 
 def _part_ok(text: str, start: int, end: int, kind: int, complete: bool) -> bool:
@@ -349,7 +367,9 @@ class HarmonyCallDriver(DriverBase):
             else:  # cut before its body began: not a call (the identity stage surfaces it whole)
                 out.append(ToolDelta(call=self.call, channel=self.ctx.channel, raw=self._take(end), abort=True))
         elif st == _ARGS:  # cut short: close at the last safe position; the unsafe rest is surfaced
-            out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=self._scan.closer(), end=True, abort=True))
+            out.append(
+                ToolDelta(call=self.call, channel=self.ctx.channel, args=self._scan.closer(), end=True, abort=True)
+            )
             self._pending = []
             self._surface(out, limit)
             if end > limit:

@@ -18,8 +18,10 @@ Rules of this driver:
   spacing and key order are kept) up to the last position where it can be
   closed without inventing a key or a value (see ``_core/jsonscan.py``).
 * Held back: a partial opener or closer, a partial escape/number/literal,
-  and the arguments text after the last safe position (at most one key, a
-  colon and a partial scalar).
+  a key or a name until its closing quote, the arguments text after the
+  last safe position (at most one key, a colon and a partial scalar), and
+  the blanks after a call (its closer, or ``trailing_blanks``) until what
+  follows them is known.
 * No arguments field: ``{}`` is emitted once when the object ends. An
   arguments value written as a JSON string holding an object is held whole
   and its decoded object text emitted.
@@ -39,21 +41,45 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 from functools import partial
 
 from ..._core.jsonscan import JsonScanner
 from ..._core.text import decode_json_string, has_surrogate, skip_json_ws
 from ...items import ToolDelta
+from ..base import BLANK_RUN_MAX, DriverBase
 from ..spec import DriverContext, FormatDefaults
 
 __all__ = ("JsonEnvelopeDriver", "JsonEnvelopeFormat")
 
 _decode = decode_json_string
 
-# Parser states.
-(_OPEN, _PRE, _KEY0, _KEY, _KEYSTR, _COLON, _VAL, _NAME, _ARGS, _ARGSTR, _SKIP, _AFTER, _POST, _DONE,
- _ARRAY, _ELEM_AFTER, _TRAIL) = range(17)
-_BLANK_RUN_MAX = 256  # the longest run of blanks after an array element that is held
+class _State(IntEnum):
+    """Parser states."""
+
+    OPEN = 0
+    PRE = 1
+    KEY0 = 2
+    KEY = 3
+    KEYSTR = 4
+    COLON = 5
+    VAL = 6
+    NAME = 7
+    ARGS = 8
+    ARGSTR = 9
+    SKIP = 10
+    AFTER = 11
+    POST = 12
+    DONE = 13
+    ARRAY = 14
+    ELEM_AFTER = 15
+    TRAIL = 16
+
+
+(
+    _OPEN, _PRE, _KEY0, _KEY, _KEYSTR, _COLON, _VAL, _NAME, _ARGS, _ARGSTR, _SKIP, _AFTER, _POST,
+    _DONE, _ARRAY, _ELEM_AFTER, _TRAIL
+) = tuple(_State)
 # States whose input may begin with insignificant whitespace.
 _WS_FIRST = frozenset((_OPEN, _PRE, _KEY0, _KEY, _COLON, _VAL, _AFTER, _ARRAY))
 
@@ -123,32 +149,33 @@ class JsonEnvelopeFormat(FormatDefaults):
         return partial(JsonEnvelopeDriver, spec=self)
 
 
-class JsonEnvelopeDriver:
-    """Parses one JSON-envelope tool block (see the module docstring)."""
+class JsonEnvelopeDriver(DriverBase):
+    """Parses one JSON-envelope tool block (see the module docstring).
+
+    On the shared attribution engine (:class:`~deltaflow.parsers.base.DriverBase`): events, raw text,
+    the commit of a call, aborts and the end of the block are the base's; the envelope adds its
+    lexical scan and the streaming of the arguments' source text (``_flush_args``).
+    """
 
     __slots__ = (
-        "done", "_ctx", "_spec", "_state", "_call", "_named", "_name_key", "_args_key",
-        "_scan", "_key_parts", "_val_parts", "_pending", "_emit_from", "_raw_from", "_uncommitted",
-        "_open_idx", "_args_started", "_args_done", "_text", "_envelopes", "_open_seq", "_close", "_ws_carry",
+        "_spec", "_state", "_name_key", "_args_key",
+        "_scan", "_key_parts", "_val_parts", "_pending", "_emit_from",
+        "_open_idx", "_args_started", "_args_done", "_envelopes", "_open_seq", "_close", "_ws_carry",
     )
 
     def __init__(self, ctx: DriverContext, spec: JsonEnvelopeFormat) -> None:
-        self.done = False
-        self._ctx = ctx
+        super().__init__(ctx)
         self._spec = spec
         self._state = _OPEN
         self._open_idx = 0
         self._envelopes = spec.envelopes()
         self._open_seq = spec.open
         self._close = spec.close
-        self._text = ""
-        self._raw_from = 0
-        self._ws_carry = 0  # blanks after an array element already attributed (a run over _BLANK_RUN_MAX)
+        self._ws_carry = 0  # blanks after an array element already attributed (a run over BLANK_RUN_MAX)
         self._new_call()
 
     def _new_call(self) -> None:
-        self._call = self._ctx.new_call()
-        self._named = False
+        self.new_call()
         self._args_started = False
         self._args_done = False
         self._name_key = False
@@ -169,18 +196,7 @@ class JsonEnvelopeDriver:
         """The call is complete; only an optional closer or separator may follow."""
         return self._state == _POST or self._state == _TRAIL
 
-    # -- emission helpers ---------------------------------------------------
-    def _emit(self, out: list[object], pos: int, *, name: str | None = None, args: str = "",
-              end: bool = False, abort: bool = False) -> None:
-        text = self._text
-        raw = text[self._raw_from:pos] if pos > self._raw_from else ""
-        if self._uncommitted:
-            raw = "".join(self._uncommitted) + raw
-            self._uncommitted = []
-        self._raw_from = max(self._raw_from, pos)
-        out.append(ToolDelta(call=self._call, channel=self._ctx.channel, name=name, args=args,
-                             raw=raw, end=end, abort=abort))
-
+    # -- emission -------------------------------------------------------------
     def _flush_args(self, out: list[object], safe: int, consumed: int) -> None:
         """Emit arguments text up to ``safe``; keep ``[safe, consumed)`` pending.
 
@@ -196,7 +212,8 @@ class JsonEnvelopeDriver:
                 frag = "".join(self._pending) + frag
                 self._pending = []
             if frag:
-                out.append(ToolDelta(call=self._call, channel=self._ctx.channel, args=frag, raw=frag))
+                out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=frag, raw=frag))
+                self.committed = self.committed or self.named
             ef = safe
         if consumed > ef:
             self._pending.append(text[ef:consumed])
@@ -206,16 +223,14 @@ class JsonEnvelopeDriver:
     # -- the machine ----------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
         """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""
-        self._text = text
-        self._raw_from = start
+        self.begin(text, start)
         self._emit_from = start
         pos = self._run(text, start, out, final)
         if not self.done:
             if final:
                 pos = self._malformed(out, len(text))
-            elif pos > self._raw_from:
-                self._uncommitted.append(text[self._raw_from:pos])
-                self._raw_from = pos
+            else:
+                self.hold(pos)
         self._text = ""
         return pos
 
@@ -312,20 +327,20 @@ class JsonEnvelopeDriver:
                         # {"NAME": ARGS}: the one key is the name, announced as soon as it is read.
                         if not key or has_surrogate(key):
                             return self._malformed(out, pos)
-                        self._named = True
-                        self._emit(out, pos, name=key)
+                        self.named = True
+                        self.emit(out, pos, name=key)
                         self._name_key = False
                         self._args_key = True
                     else:
-                        self._name_key = key == spec.name_field and not self._named
+                        self._name_key = key == spec.name_field and not self.named
                         self._args_key = key in spec.args_fields and not self._args_started
                     self._state = _COLON
                 elif st == _NAME:
                     name = _decode(source)
                     if not name or has_surrogate(name):  # a name no client could receive
                         return self._malformed(out, pos)
-                    self._named = True
-                    self._emit(out, pos, name=name)
+                    self.named = True
+                    self.emit(out, pos, name=name)
                     self._state = _AFTER
                 else:  # the arguments were written as a JSON string holding an object
                     inner = _decode(source)
@@ -334,7 +349,7 @@ class JsonEnvelopeDriver:
                     if not check.done or inner[:1] != "{" or inner[end:].strip():
                         return self._malformed(out, pos)
                     self._args_started = self._args_done = True
-                    self._emit(out, pos, args=inner)
+                    self.emit(out, pos, args=inner)
                     self._state = _AFTER
             elif st == _COLON:
                 if c != ":":
@@ -353,7 +368,7 @@ class JsonEnvelopeDriver:
                 elif c == "{":
                     self._args_started = True
                     if pos > self._raw_from or self._uncommitted:
-                        self._emit(out, pos)  # commit the key, so that raw and arguments coincide
+                        self.emit(out, pos)  # commit the key, so that raw and arguments coincide
                     self._emit_from = self._raw_from = pos
                     self._pending = []
                     self._state = _ARGS
@@ -363,7 +378,7 @@ class JsonEnvelopeDriver:
                 elif text.startswith("null", pos):
                     pos += 4
                     self._args_started = self._args_done = True
-                    self._emit(out, pos, args="{}")
+                    self.emit(out, pos, args="{}")
                     self._state = _AFTER
                 elif not final and "null".startswith(text[pos:]):
                     return pos  # maybe a partial "null"
@@ -386,7 +401,7 @@ class JsonEnvelopeDriver:
                     return self._malformed(out, self._scan.error_pos)
                 if not self._scan.done:
                     return pos
-                self._emit(out, pos)  # a complete member: commit its text to the call
+                self.emit(out, pos)  # a complete member: commit its text to the call
                 self._state = _AFTER
             elif st == _AFTER:
                 if c == "," and not spec.name_keyed:
@@ -403,13 +418,13 @@ class JsonEnvelopeDriver:
 
     def _object_end(self, out: list[object], pos: int) -> bool:
         """The envelope object closed at ``pos``: end the call (False if it has no name)."""
-        if not self._named:
+        if not self.named:
             return False
         if not self._args_started:
             self._args_started = self._args_done = True
-            self._emit(out, pos, args="{}", end=True)
+            self.emit(out, pos, args="{}", end=True)
         else:
-            self._emit(out, pos, end=True)
+            self.emit(out, pos, end=True)
         self._state = _ELEM_AFTER if self._spec.array else _POST
         return True
 
@@ -442,12 +457,12 @@ class JsonEnvelopeDriver:
         """
         n = len(text)
         ws_end = skip_json_ws(text, pos)
-        # A run of blanks longer than _BLANK_RUN_MAX is raw text of the last call, attributed as
+        # A run of blanks longer than BLANK_RUN_MAX is raw text of the last call, attributed as
         # it is read (decided on the run's length alone, so the same on every chunking); a
         # shorter run waits until what follows it is known.
         run = ws_end - pos + self._ws_carry
-        if run > _BLANK_RUN_MAX:
-            self._emit(out, ws_end)
+        if run > BLANK_RUN_MAX:
+            self.emit(out, ws_end)
             self._ws_carry = run if ws_end >= n else 0
             pos = ws_end
         if ws_end >= n:
@@ -463,7 +478,7 @@ class JsonEnvelopeDriver:
             self._state = _PRE
             return ws_end + 1, True
         if c == "]":
-            self._emit(out, ws_end + 1)  # the array's end is raw text of the last call
+            self.emit(out, ws_end + 1)  # the array's end is raw text of the last call
             self._state = _POST
             return ws_end + 1, True
         return self._finish_block(pos), False
@@ -511,36 +526,27 @@ class JsonEnvelopeDriver:
         return self._finish_block(pos), False
 
     def _emit_raw(self, out: list[object], end: int) -> None:
-        self._emit(out, end)
+        self.emit(out, end)
 
     def _finish_block(self, pos: int) -> int:
         self._state = _DONE
-        self.done = True
-        return pos
+        return self.finish_block(pos)
 
     def _malformed(self, out: list[object], pos: int) -> int:
         """The block cannot go on at ``pos``: end the call, give the rest back as text.
 
-        A named call is completed first (its arguments closed at the last safe
-        position, or ``{}``); its unemitted pending argument text stays part of
-        its raw text. Everything consumed but not yet attributed is aborted, so
-        the later stages surface it (with all of an unnamed call's raw text).
+        A committed call is completed first (its arguments closed at the last
+        safe position, or ``{}``); its unemitted pending argument text stays
+        part of the raw text surfaced. Everything consumed but not yet
+        attributed is aborted, so the later stages surface it (with all of an
+        uncommitted call's raw text).
         """
-        if self._named and not self._args_done:
-            if not self._args_started:
-                args = "{}"
-            else:
-                args = self._scan.closer()
-            out.append(ToolDelta(call=self._call, channel=self._ctx.channel, args=args, end=True, abort=True))
+        close: str | None = None
+        if self.named and not self._args_done:
+            close = self._scan.closer() if self._args_started else "{}"
             self._args_done = True
-        raw = self._text[self._raw_from:pos] if pos > self._raw_from else ""
-        if self._pending:
-            raw = "".join(self._pending) + raw
+        if self._pending:  # argument text consumed but not yet safe: after what is uncommitted
+            self._uncommitted.append("".join(self._pending))
             self._pending = []
-        if self._uncommitted:
-            raw = "".join(self._uncommitted) + raw
-            self._uncommitted = []
-        self._raw_from = max(pos, self._raw_from)
-        if raw or not self._named:
-            out.append(ToolDelta(call=self._call, channel=self._ctx.channel, raw=raw, abort=True))
-        return self._finish_block(pos)
+        self._state = _DONE
+        return self.abort(out, pos, close_args=close)

@@ -1,7 +1,7 @@
 """The LFM2 driver: a pythonic call list, or JSON, between ``<|tool_call_start|>`` and ``<|tool_call_end|>``.
 
-Liquid LFM2 / LFM2.5 (SGLang ``lfm2``, llama.cpp ``lfm2``): ``<|tool_call_start|>[f(a=1), g()]<|tool_call_end|>``. The payload is a
-pythonic call list (the usual LFM2 output), or JSON: a list of
+Liquid LFM2 / LFM2.5 (SGLang ``lfm2``, llama.cpp ``lfm2``): ``<|tool_call_start|>[f(a=1), g()]<|tool_call_end|>``.
+The payload is a pythonic call list (the usual LFM2 output), or JSON: a list of
 ``{"name", "arguments"|"parameters"}`` objects or one such object (SGLang
 accepts both). The first non-blank character after the opener decides:
 ``{`` one JSON object, ``[`` then ``{`` a JSON list, anything else the

@@ -55,6 +55,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 
 from ..._core.jsonscan import JsonScanner
 from ..._core.text import decode_json_string, has_surrogate, skip_json_ws
@@ -82,11 +83,37 @@ _NAME = re.compile(r"[\w.:\-]+")
 # A model-written v11 call id (9 alphanumerics in practice).
 _CALL_ID_CHARS = re.compile(r"[\w\-]+")
 
-# Parser states.
+class _State(IntEnum):
+    """Parser states."""
+
+    OPEN = 0
+    PAYLOAD = 1
+    NAME_S = 2
+    CALL_ID_S = 3
+    ARGS_OPEN = 4
+    ARGS_START = 5
+    ARGS_S = 6
+    ARR_FIRST = 7
+    ARR_NEXT = 8
+    ARR_SEP = 9
+    ELEM = 10
+    KEY0 = 11
+    KEY = 12
+    KEYSTR = 13
+    COLON = 14
+    VAL = 15
+    NAMESTR = 16
+    IDSTR = 17
+    ARGSTR = 18
+    SKIP = 19
+    AFTER = 20
+    DONE = 21
+
+
 (
-    _OPEN, _PAYLOAD, _NAME_S, _CALL_ID_S, _ARGS_OPEN, _ARGS_START, _ARGS_S, _ARR_FIRST, _ARR_NEXT, _ARR_SEP,
-    _ELEM, _KEY0, _KEY, _KEYSTR, _COLON, _VAL, _NAMESTR, _IDSTR, _ARGSTR, _SKIP, _AFTER, _DONE,
-) = range(22)
+    _OPEN, _PAYLOAD, _NAME_S, _CALL_ID_S, _ARGS_OPEN, _ARGS_START, _ARGS_S, _ARR_FIRST, _ARR_NEXT,
+    _ARR_SEP, _ELEM, _KEY0, _KEY, _KEYSTR, _COLON, _VAL, _NAMESTR, _IDSTR, _ARGSTR, _SKIP, _AFTER, _DONE
+) = tuple(_State)
 # States whose input may begin with insignificant whitespace.
 _WS_FIRST = frozenset((_OPEN, _ARGS_OPEN, _ARR_FIRST, _ARR_NEXT, _ARR_SEP, _KEY0, _KEY, _COLON, _VAL, _AFTER))
 # States inside a pre-v11 call object (handled by ``_member``).

@@ -61,6 +61,7 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import IntEnum
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -97,8 +98,25 @@ _CLOSER = {"[": "]", "(": ")", "{": "}"}
 _AFTER_STRING = frozenset(",)]}:")
 _QUOTE_LOOKAHEAD = 64
 
-# Parser states.
-_OPEN, _LIST, _FIRST, _NAME, _KW_FIRST, _KW, _KW_NAME, _EQ, _VALUE, _AFTER_CALL, _NEXT, _POST, _DONE = range(13)
+class _State(IntEnum):
+    """Parser states."""
+
+    OPEN = 0
+    LIST = 1
+    FIRST = 2
+    NAME = 3
+    KW_FIRST = 4
+    KW = 5
+    KW_NAME = 6
+    EQ = 7
+    VALUE = 8
+    AFTER_CALL = 9
+    NEXT = 10
+    POST = 11
+    DONE = 12
+
+
+_OPEN, _LIST, _FIRST, _NAME, _KW_FIRST, _KW, _KW_NAME, _EQ, _VALUE, _AFTER_CALL, _NEXT, _POST, _DONE = tuple(_State)
 # States whose input may begin with insignificant whitespace.
 _WS_FIRST = frozenset((_OPEN, _LIST, _FIRST, _KW_FIRST, _KW, _EQ, _AFTER_CALL, _NEXT))
 # Outcomes of one value scan.

@@ -48,9 +48,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from functools import partial
 from typing import final
 
+from ..._core.holdback import MarkerHoldback
 from ..._core.jsonscan import JsonScanner
 from ..._core.text import skip_json_ws
 from ..._core.toolspec import ToolSpec
@@ -69,8 +71,18 @@ RECIPIENT_SLACK = 16
 _NAME = re.compile(r"[A-Za-z_][\w.:-]*")
 _LINE_CHARS = re.compile(r"[\w.:-]*")  # what a recipient line may hold before its newline
 
-# Parser states.
-_LINE, _WAIT, _JSON, _AFTER, _CONTENT, _DONE = range(6)
+class _State(IntEnum):
+    """Parser states."""
+
+    LINE = 0
+    WAIT = 1
+    JSON = 2
+    AFTER = 3
+    CONTENT = 4
+    DONE = 5
+
+
+_LINE, _WAIT, _JSON, _AFTER, _CONTENT, _DONE = tuple(_State)
 
 
 @dataclass(frozen=True)
@@ -213,7 +225,7 @@ class RecipientDriver(DriverBase):
             elif st == _CONTENT:
                 i = text.find(sep, pos)
                 if i < 0:
-                    end = n if final else n - _partial(text, pos, sep)
+                    end = n if final else n - MarkerHoldback((sep,)).held(text, pos)
                     self.pass_text(out, end)
                     if final:
                         return self.finish_block(n)
@@ -251,11 +263,3 @@ class RecipientDriver(DriverBase):
         """Mark the block over at ``pos``; returns ``pos``."""
         self._state = _DONE
         return super().finish_block(pos)
-
-
-def _partial(text: str, pos: int, marker: str) -> int:
-    """How many trailing characters of ``text[pos:]`` are a proper prefix of ``marker``."""
-    for k in range(min(len(marker) - 1, len(text) - pos), 0, -1):
-        if marker.startswith(text[-k:]):
-            return k
-    return 0

@@ -54,6 +54,7 @@ import enum
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 from functools import partial
 
 from ..._core.holdback import MarkerHoldback
@@ -68,8 +69,20 @@ _FENCE = "```"
 # An opening code fence with its optional language tag (```json).
 _FENCE_OPEN = re.compile(r"```[A-Za-z0-9_.+-]*")
 
-# Parser states.
-_OPEN, _BETWEEN, _HEADER, _NAME, _ARGS_PRE, _ARGS, _CLOSE, _SKIP = range(8)
+class _State(IntEnum):
+    """Parser states."""
+
+    OPEN = 0
+    BETWEEN = 1
+    HEADER = 2
+    NAME = 3
+    ARGS_PRE = 4
+    ARGS = 5
+    CLOSE = 6
+    SKIP = 7
+
+
+_OPEN, _BETWEEN, _HEADER, _NAME, _ARGS_PRE, _ARGS, _CLOSE, _SKIP = tuple(_State)
 
 
 class HeaderKind(enum.Enum):

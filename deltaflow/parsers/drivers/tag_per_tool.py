@@ -86,9 +86,11 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import IntEnum
 from functools import partial
 from typing import Any, Literal
 
+from ..._core.holdback import MarkerHoldback
 from ..._core.jsonscan import JsonScanner
 from ..._core.text import skip_json_ws
 from ..._core.toolspec import ToolSpec
@@ -113,18 +115,6 @@ _NON_SPACE = re.compile(r"\S")
 def _escape(s: str) -> str:
     """JSON string body of ``s`` (escaping is per character, so fragments concatenate)."""
     return json.dumps(s, ensure_ascii=False)[1:-1]
-
-
-def _partial(text: str, start: int, tag: str) -> int:
-    """Length of the longest suffix of ``text[start:]`` that is a proper prefix of ``tag``."""
-    n = len(text)
-    lo = max(start, n - len(tag) + 1)
-    j = text.rfind("<", lo)
-    while j >= 0:
-        if tag.startswith(text[j:]):
-            return n - j
-        j = text.rfind("<", lo, j)
-    return 0
 
 
 @dataclass(frozen=True)
@@ -165,8 +155,20 @@ class TagPerToolFormat(FormatDefaults):
         return partial(TagPerToolDriver, spec=self)
 
 
-# Parser states.
-_OPEN, _TEXT, _BODY, _LEAD, _VALUE, _CAND, _VALUE2, _DONE = range(8)
+class _State(IntEnum):
+    """Parser states."""
+
+    OPEN = 0
+    TEXT = 1
+    BODY = 2
+    LEAD = 3
+    VALUE = 4
+    CAND = 5
+    VALUE2 = 6
+    DONE = 7
+
+
+_OPEN, _TEXT, _BODY, _LEAD, _VALUE, _CAND, _VALUE2, _DONE = tuple(_State)
 
 
 class TagPerToolDriver(DriverBase):
@@ -382,9 +384,9 @@ class TagPerToolDriver(DriverBase):
         if final:
             self._emit_value(out, text[pos:n], n)
             return self._end(out, n, '"}')
-        k = _partial(text, pos, close)
+        k = MarkerHoldback((close,)).held(text, pos)
         if self._state == _VALUE2:
-            k = max(k, _partial(text, pos, self._close_tool))
+            k = max(k, MarkerHoldback((self._close_tool,)).held(text, pos))
         self._emit_value(out, text[pos : n - k], n - k)
         return n - k
 
@@ -484,7 +486,10 @@ class BlockSnapshot:
     index: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Cline's shape: ``{"type": "text", "content", "partial"}`` or ``{"type": "tool_use", "name", "params", "partial"}``."""
+        """Cline's shape: ``{"type": "text", "content", "partial"}``.
+
+        Or, for a tool use, ``{"type": "tool_use", "name", "params", "partial"}``.
+        """
         if self.type == "tool_use":
             return {"type": "tool_use", "name": self.name, "params": dict(self.params), "partial": self.partial}
         return {"type": self.type, "content": self.content, "partial": self.partial}

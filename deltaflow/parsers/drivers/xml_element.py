@@ -54,6 +54,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from functools import cache, partial
 from typing import final
 
@@ -81,8 +82,20 @@ _KEY_OK = re.compile(r"[^\s<>/]{1,256}")
 _INVOKE_ATTRS = re.compile(r"\s+name\s*=\s*(?:\"([^\"]*)\"|'([^']*)')\s*")
 _BLANKS = re.compile(r"[ \t\r\n]*")
 
-# Parser states.
-_START, _BLOCK, _BODY, _LEAD, _LEAF, _AFTER, _SKIP, _DONE = range(8)
+class _State(IntEnum):
+    """Parser states."""
+
+    START = 0
+    BLOCK = 1
+    BODY = 2
+    LEAD = 3
+    LEAF = 4
+    AFTER = 5
+    SKIP = 6
+    DONE = 7
+
+
+_START, _BLOCK, _BODY, _LEAD, _LEAF, _AFTER, _SKIP, _DONE = tuple(_State)
 # What _tag() found (_T_BADCALL: a call tag that is no call: over-long, or without a valid name).
 _T_NONE, _T_NEED, _T_OPEN, _T_CLOSE, _T_INVOKE, _T_BADCALL = range(6)
 # Value modes.

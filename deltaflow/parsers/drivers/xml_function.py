@@ -58,7 +58,9 @@ marker, or of ``<![CDATA[`` at a value's start and of ``]]>`` inside one, and th
 after ``]]>`` up to ``BLANK_RUN_MAX``), one framing newline where the dialect strips it, a function or
 parameter header until its end (at most 512 characters; a function header at
 most the longest offered name plus 64 when tools are offered), a call's name until
-the next tag (only whitespace may come between), and a value that may still
+the next tag (only whitespace may come between; with ``json_body``, until ``{``
+or the call's closer follows), a JSON body after its last safe position (at
+most one key, a colon and a partial scalar), and a value that may still
 be typed (a scalar of at most ``SCALAR_MAX`` characters, or an object or
 array until its end tag). Whitespace between a named call's elements is
 held only up to ``BLANK_RUN_MAX`` (256) characters of one run: a longer run
@@ -71,6 +73,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from functools import cache, partial
 from typing import Literal, final
 
@@ -102,12 +105,28 @@ NAME_HEADER_SLACK = 64
 """When the request offers tools, a function header longer than the longest offered name plus this is no call."""
 
 _NAME_MAX = 256
-_NAME_OK = re.compile(r"[^\s<>\"'`\\/]{1,%d}" % _NAME_MAX)
+_NAME_OK = re.compile(rf"[^\s<>\"'`\\/]{{1,{_NAME_MAX}}}")
 _ATTR = re.compile(r"\s*([A-Za-z_][\w:.-]*)\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'=<>`]+))")
 _BARE_NAME = re.compile(r"[^\s<>\\]*")
 
-# Parser states.
-_START, _BLOCK, _NAME, _NAME_WAIT, _BODY, _KEY, _VOPEN, _VALUE, _JSON, _AFTER, _DONE, _SKIP = range(12)
+class _State(IntEnum):
+    """Parser states."""
+
+    START = 0
+    BLOCK = 1
+    NAME = 2
+    NAME_WAIT = 3
+    BODY = 4
+    KEY = 5
+    VOPEN = 6
+    VALUE = 7
+    JSON = 8
+    AFTER = 9
+    DONE = 10
+    SKIP = 11
+
+
+_START, _BLOCK, _NAME, _NAME_WAIT, _BODY, _KEY, _VOPEN, _VALUE, _JSON, _AFTER, _DONE, _SKIP = tuple(_State)
 # Outcomes of _header().
 _H_OK, _H_BAD, _H_LONG = range(3)
 # Values of _which(): a marker index, or one of these.
@@ -117,8 +136,16 @@ _STREAM, _HOLD = 0, 1
 # Indexes into _Tables.block_markers and .body_markers (an absent marker is "", never matched).
 _BL_CALL_OPEN, _BL_BLOCK_CLOSE = range(2)
 _B_PARAM, _B_CALL_CLOSE, _B_BLOCK_CLOSE, _B_CALL_OPEN, _B_BLOCK_OPEN = range(5)
-# CDATA states of a value (XmlFunctionFormat.cdata): none / maybe at its start / inside / right after ``]]>``.
-_CD_NONE, _CD_START, _CD_IN, _CD_AFTER = range(4)
+class _CdataState(IntEnum):
+    """CDATA states of a value (XmlFunctionFormat.cdata): none / maybe at its start / inside / right after ``]]>``."""
+
+    CD_NONE = 0
+    CD_START = 1
+    CD_IN = 2
+    CD_AFTER = 3
+
+
+_CD_NONE, _CD_START, _CD_IN, _CD_AFTER = tuple(_CdataState)
 CDATA_OPEN = "<![CDATA["
 CDATA_CLOSE = "]]>"
 _CDATA_HOLD = MarkerHoldback((CDATA_CLOSE,))
@@ -687,7 +714,10 @@ class XmlFunctionDriver(DriverBase):
         return stop, True
 
     def _cdata(self, text: str, pos: int, out: list[object], final: bool) -> tuple[int, bool | None]:
-        """A CDATA-wrapped value (``XmlFunctionFormat.cdata``): ``(pos, more)``, or ``(pos, None)`` to scan on as plain text."""
+        """A CDATA-wrapped value (``XmlFunctionFormat.cdata``).
+
+        Returns ``(pos, more)``, or ``(pos, None)`` to scan on as plain text.
+        """
         n = len(text)
         if self._vcdata == _CD_START:
             if text.startswith(CDATA_OPEN, pos):

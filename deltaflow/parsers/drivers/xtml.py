@@ -58,6 +58,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import IntEnum
 from functools import cache, partial
 from typing import final
 
@@ -95,8 +96,19 @@ XTML_TYPES: dict[str, ValuePlan] = {
 _ATTR = re.compile(r'\s*([A-Za-z_][\w.:-]*)\s*=\s*"([^"]*)"')
 _TAG_WORD = re.compile(r"[A-Za-z_][\w.:-]*")
 
-# Parser states.
-_OPEN, _SECTION, _BODY, _VALUE, _JSON, _JSON_AFTER, _SKIP = range(7)
+class _State(IntEnum):
+    """Parser states."""
+
+    OPEN = 0
+    SECTION = 1
+    BODY = 2
+    VALUE = 3
+    JSON = 4
+    JSON_AFTER = 5
+    SKIP = 6
+
+
+_OPEN, _SECTION, _BODY, _VALUE, _JSON, _JSON_AFTER, _SKIP = tuple(_State)
 
 
 @cache
@@ -377,7 +389,7 @@ class XtmlDriver(DriverBase):
             limit = n
             if not final:
                 # Hold a tail that may begin <|open|> or <|close|>.
-                limit = n - _partial(text, pos, (spec.open, spec.close))
+                limit = n - MarkerHoldback((spec.open, spec.close)).held(text, pos)
             self._value_text(out, text, pos, limit)
             if final:
                 return self._value_end(out, n, n, final=True)
@@ -453,7 +465,7 @@ class XtmlDriver(DriverBase):
         if m is not None:
             limit, cut = m.start(), True
         else:
-            limit = n if final else n - _partial(text, pos, (spec.open, spec.close))
+            limit = n if final else n - MarkerHoldback((spec.open, spec.close)).held(text, pos)
             cut = final
         consumed, safe = scan.scan(text if limit == n else text[:limit], pos, cut)
         self._flush_json(out, text, safe)
@@ -532,18 +544,6 @@ def _complete_json(text: str) -> bool:
     scan = JsonScanner()
     scan.scan(text, skip_json_ws(text, 0), True)
     return scan.done
-
-
-def _partial(text: str, pos: int, markers: tuple[str, ...]) -> int:
-    """Length of the longest suffix of ``text[pos:]`` that is a proper prefix of a marker."""
-    n = len(text)
-    k = min(max(len(m) for m in markers) - 1, n - pos)
-    while k > 0:
-        tail = text[n - k :]
-        if any(m.startswith(tail) for m in markers):
-            return k
-        k -= 1
-    return 0
 
 
 def _attrs(text: str) -> dict[str, str] | None:

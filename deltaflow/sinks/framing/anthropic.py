@@ -186,7 +186,9 @@ class AnthropicFramer:
 
     def start(self) -> list[WireEvent]:
         """``message_start``."""
-        msg = _Message(id=self.id, model=self.model, usage=_Usage(input_tokens=self._input_tokens or 0, output_tokens=0))
+        msg = _Message(
+            id=self.id, model=self.model, usage=_Usage(input_tokens=self._input_tokens or 0, output_tokens=0)
+        )
         return [WireEvent("message_start", _MessageStart(message=msg))]
 
     def _open(self, out: list[WireEvent], kind: str, block: Any, meta: Any = None) -> None:
@@ -202,7 +204,9 @@ class AnthropicFramer:
             if self._kind == _THINKING:
                 signature = self._signer.sign("".join(self._parts))
                 self._blocks[-1][2] = signature
-                out.append(WireEvent("content_block_delta", _BlockDelta(index=self._index, delta=_SignatureDelta(signature))))
+                out.append(
+                    WireEvent("content_block_delta", _BlockDelta(index=self._index, delta=_SignatureDelta(signature)))
+                )
             out.append(WireEvent("content_block_stop", _BlockStop(index=self._index)))
             self._kind = None
 
@@ -294,7 +298,9 @@ class AnthropicFramer:
                 elif kind == _TEXT:
                     content.append({"type": "text", "text": text})
                 else:
-                    content.append({"type": "tool_use", "id": meta[0], "name": meta[1], "input": msgspec.json.decode(text or "{}")})
+                    content.append(
+                        {"type": "tool_use", "id": meta[0], "name": meta[1], "input": msgspec.json.decode(text or "{}")}
+                    )
             final["content"] = content
         return final
 

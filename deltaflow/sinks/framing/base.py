@@ -98,12 +98,18 @@ def _types(status: int) -> tuple[str, str]:
 
 
 def anthropic_error_type(status: int) -> str:
-    """The Anthropic ``error.type`` of an HTTP status (``api_error`` for an unlisted 5xx, else ``invalid_request_error``)."""
+    """The Anthropic ``error.type`` of an HTTP status.
+
+    ``api_error`` for an unlisted 5xx, else ``invalid_request_error``.
+    """
     return _types(status)[0]
 
 
 def openai_error_type(status: int) -> str:
-    """The OpenAI ``error.type`` of an HTTP status (``server_error`` for an unlisted 5xx, else ``invalid_request_error``)."""
+    """The OpenAI ``error.type`` of an HTTP status.
+
+    ``server_error`` for an unlisted 5xx, else ``invalid_request_error``.
+    """
     return _types(status)[1]
 
 

@@ -169,12 +169,16 @@ class ChatCompletionsFramer:
         # arguments of an argument-only tool-call delta (per call index, made when first needed).
         self._text_tpl = (
             self._template(self._delta_cls(content=_PROBE)),
-            self._template(_Delta(reasoning_content=_PROBE) if self._delta_cls is _Delta else _DeltaR(reasoning=_PROBE)),
+            self._template(
+                _Delta(reasoning_content=_PROBE) if self._delta_cls is _Delta else _DeltaR(reasoning=_PROBE)
+            ),
         )
         self._args_tpl: dict[int, tuple[bytes, bytes] | None] = {}
 
     def _template(self, delta: Any) -> tuple[bytes, bytes] | None:
-        return _split_template(_Chunk(id=self.id, created=self.created, model=self.model, choices=[_Choice(delta=delta)]))
+        return _split_template(
+            _Chunk(id=self.id, created=self.created, model=self.model, choices=[_Choice(delta=delta)])
+        )
 
     def _fast(self, delta: DeltaMessage) -> msgspec.Raw | None:
         """The chunk of a delta with one text field and nothing else, rendered from a template (None: no template)."""
@@ -272,7 +276,11 @@ class ChatCompletionsFramer:
         }
         if message.tool_calls:
             msg["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
                 for c in message.tool_calls
             ]
         return {
@@ -280,10 +288,13 @@ class ChatCompletionsFramer:
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "message": msg, "finish_reason": message.finish_reason or "stop", "logprobs": None}],
+            "choices": [
+                {"index": 0, "message": msg, "finish_reason": message.finish_reason or "stop", "logprobs": None}
+            ],
             "usage": msgspec.to_builtins(_usage(usage, self._prompt_tokens)),
         }
 
     def error(self, exc: BaseException) -> list[WireEvent]:
         """An ``{"error": ...}`` payload (the SDK raises it mid-stream); its type comes from ``ERROR_TYPES``."""
-        return [WireEvent(None, _Error(_ErrorBody(message=error_message(exc), type=openai_error_type(failure_status(exc)))))]
+        body = _ErrorBody(message=error_message(exc), type=openai_error_type(failure_status(exc)))
+        return [WireEvent(None, _Error(body))]

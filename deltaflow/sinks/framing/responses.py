@@ -200,7 +200,9 @@ class ResponsesFramer:
                 self._event(done_type, item_id=item["id"], output_index=idx, content_index=0, text=text, **extra)
             )
             out.append(
-                self._event("response.content_part.done", item_id=item["id"], output_index=idx, content_index=0, part=part)
+                self._event(
+                    "response.content_part.done", item_id=item["id"], output_index=idx, content_index=0, part=part
+                )
             )
             done = {**item, "status": status, "content": [part]}
             if kind == _REASONING and self._summary:
@@ -288,7 +290,13 @@ class ResponsesFramer:
             if self._item is None or self._item["type"] != _MESSAGE:
                 self._open(
                     out,
-                    {"type": _MESSAGE, "id": new_id("msg_"), "role": "assistant", "status": "in_progress", "content": []},
+                    {
+                        "type": _MESSAGE,
+                        "id": new_id("msg_"),
+                        "role": "assistant",
+                        "status": "in_progress",
+                        "content": [],
+                    },
                 )
             self._parts.append(delta.content)
             out.append(
@@ -304,7 +312,10 @@ class ResponsesFramer:
         return out
 
     def finish(self, usage: Usage | None = None) -> list[WireEvent]:
-        """Close the open item; ``response.completed``, or ``response.incomplete`` on a ``length`` or ``content_filter`` finish."""
+        """Close the open item.
+
+        Ends with ``response.completed``, or ``response.incomplete`` on a ``length`` or ``content_filter`` finish.
+        """
         out: list[WireEvent] = []
         reason = _INCOMPLETE.get(self._finish) if self._finish is not None else None
         status = "completed" if reason is None else "incomplete"

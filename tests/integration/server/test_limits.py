@@ -71,7 +71,7 @@ def serve() -> Iterator[Any]:
         return base
 
     yield _start
-    for server, thread in started:
+    for server, _thread in started:
         server.should_exit = True
     for _, thread in started:
         thread.join(10)
@@ -243,7 +243,7 @@ def _run_cli(args: list[str], env_key: str | None) -> tuple[subprocess.Popen[byt
                 return proc, base
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "serve exited")
+                raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "serve exited") from None
             time.sleep(0.1)
     proc.kill()
     raise RuntimeError("deltaflow serve did not start")

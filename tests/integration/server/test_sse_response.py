@@ -47,7 +47,10 @@ def _bodies(sent: list[dict[str, Any]]) -> list[bytes]:
 async def test_pings_come_between_events_and_nothing_follows_the_last_body() -> None:
     """With a slow engine the heartbeat writes pings between data events; the final message ends the body."""
     chunks = ["Hello", " there", ", friend."]
-    opener = lambda: deltaflow.stream(_slow_source(chunks, 0.12), prefetch=0)
+
+    def opener() -> Any:
+        return deltaflow.stream(_slow_source(chunks, 0.12), prefetch=0)
+
     sent = await _run(SSEResponse(opener, ChatCompletionsFramer("m"), done_marker=True, heartbeat=0.05))
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 200
     bodies = _bodies(sent)
@@ -65,7 +68,10 @@ async def test_pings_come_between_events_and_nothing_follows_the_last_body() -> 
 
 async def test_no_ping_while_events_flow() -> None:
     """A stream that writes more often than the heartbeat interval gets no ping."""
-    opener = lambda: deltaflow.stream(_slow_source([f"w{i} " for i in range(20)], 0.005), prefetch=0)
+
+    def opener() -> Any:
+        return deltaflow.stream(_slow_source([f"w{i} " for i in range(20)], 0.005), prefetch=0)
+
     sent = await _run(SSEResponse(opener, ChatCompletionsFramer("m"), heartbeat=1.0))
     assert b": ping\n\n" not in _bodies(sent)
     assert sent[-1]["more_body"] is False
@@ -83,7 +89,9 @@ async def test_a_disconnect_closes_the_engine_and_ends_the_response() -> None:
         finally:
             closed.set()
 
-    opener = lambda: deltaflow.stream(engine(), prefetch=0)
+    def opener() -> Any:
+        return deltaflow.stream(engine(), prefetch=0)
+
     with anyio.fail_after(5):
         sent = await _run(SSEResponse(opener, ChatCompletionsFramer("m"), heartbeat=None), disconnect_after=0.1)
     assert closed.is_set()

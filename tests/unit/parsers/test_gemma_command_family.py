@@ -143,7 +143,7 @@ def test_every_marker_boundary_in_tokens_mode() -> None:
     text = "Hi " + call("f", f"{{s:{Q}a b{Q},n:[1,{{k:{Q}v{Q}}}]}}") + call("g", "{}") + " bye"
     want = parse_complete(text, tool_parser="gemma4")
     cuts = sorted({i for m in (GEMMA4_OPEN, GEMMA4_CLOSE, Q) for i in _bounds(text, m)})
-    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)]) if b > a]
+    chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True) if b > a]
     p = ResponseParser("gemma4", chunking="tokens")
     deltas = [d for c in chunks for d in p.feed(c)] + p.feed("", final=True)
     from deltaflow import accumulate

@@ -9,7 +9,7 @@ import pytest
 
 from deltaflow import ResponseParser, accumulate, parse_complete
 from deltaflow.parsers import registry
-from deltaflow.parsers.dialects.more_reasoning import GRANITE_END, GRANITE_START
+from deltaflow.parsers.dialects.granite import GRANITE_END, GRANITE_START
 from deltaflow.parsers.spec import all_prefixes
 from deltaflow.testing import check_chunkings, feed_chunks, load_tokenizer, message_key, split_at
 

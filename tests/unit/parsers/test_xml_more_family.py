@@ -9,7 +9,8 @@ import pytest
 
 from deltaflow import ResponseParser, accumulate, parse_complete
 from deltaflow.parsers import registry
-from deltaflow.parsers.dialects.xml_more_family import MINICPM5_FORMAT, MINIMAX_M3_FORMAT, MINIMAX_M3_MARKER
+from deltaflow.parsers.dialects.minicpm import MINICPM5_FORMAT
+from deltaflow.parsers.dialects.minimax import MINIMAX_M3_FORMAT, MINIMAX_M3_MARKER
 from deltaflow.parsers.spec import all_prefixes
 from deltaflow.testing import check_chunkings, feed_chunks, message_key
 

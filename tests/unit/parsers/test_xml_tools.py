@@ -72,7 +72,10 @@ def content(text: str, **kwargs: Any) -> str | None:
     return check_chunkings(text, **{**KW, **kwargs}).content
 
 
-def new_parser(spec: TagPerToolFormat = TagPerToolFormat(), counter: itertools.count[int] | None = None) -> TagPerToolDriver:
+DEFAULT_FORMAT = TagPerToolFormat()
+
+
+def new_parser(spec: TagPerToolFormat = DEFAULT_FORMAT, counter: itertools.count[int] | None = None) -> TagPerToolDriver:
     """A parser for one block, offered Cline's tools."""
     specs = normalize_tools(TOOLS)
     assert specs is not None

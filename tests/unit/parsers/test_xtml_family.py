@@ -1,4 +1,4 @@
-"""Protocols from llama.cpp (xtml_family): Kimi K3 XTML tool and reasoning parsers."""
+"""Protocols from llama.cpp (dialects/kimi.py): Kimi K3 XTML tool and reasoning parsers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from deltaflow import accumulate, parse_complete
 from deltaflow.parsers import registry
-from deltaflow.parsers.dialects.xtml_family import xtml_prefixes
+from deltaflow.parsers.dialects.kimi import xtml_prefixes
 from deltaflow.testing import check_chunkings, feed_chunks, message_key
 
 OPEN, CLOSE, SEP = "<|open|>", "<|close|>", "<|sep|>"

@@ -1,4 +1,4 @@
-"""gpt-oss Harmony: tool parser ``openai`` and reasoning parser ``openai_gptoss``.
+"""OpenAI gpt-oss (Harmony): the ``openai`` tool dialect and the ``openai_gptoss`` reasoning dialect.
 
 Facts (shared/dialects.md section 11): gpt-oss-20b/120b write Harmony
 messages whose headers name a channel (``analysis`` = reasoning, ``final``
@@ -35,6 +35,8 @@ from ..drivers.harmony import HarmonyFormat
 from ..registry import register_reasoning_dialect
 from ..spec import ReasoningDialect
 
+__all__ = ("OPENAI", "OPENAI_GPTOSS", "PRESETS")
+
 _FAMILIES = ("gpt-oss-20b", "gpt-oss-120b")
 _TOKENIZERS = ("gpt-oss",)
 
@@ -62,4 +64,10 @@ OPENAI_GPTOSS = register_reasoning_dialect(
         turn_markers=("<|start|>",),
         families=_FAMILIES,
     )
+)
+
+# gpt-oss (shared/dialects.md section 11)
+PRESETS: tuple[tuple[str, str | None, str | None], ...] = (
+    ("openai/gpt-oss-20b", "openai", "openai_gptoss"),
+    ("openai/gpt-oss-120b", "openai", "openai_gptoss"),
 )

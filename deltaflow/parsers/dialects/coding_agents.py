@@ -1,4 +1,4 @@
-"""The coding-agent tag protocol (Cline, Roo Code, Kilo Code): ``xml_tools``.
+"""Coding agents (Cline, Roo Code, Kilo Code): the ``xml_tools`` tag protocol, for any model family.
 
 Facts (shared/dialects.md section 13, dialects.json ``cline``):
 
@@ -18,8 +18,9 @@ Facts (shared/dialects.md section 13, dialects.json ``cline``):
 * Atomic markers: none; every tag is split text in every tokenizer.
 
 The openers depend on the request: ``<NAME>`` for each offered tool, given
-by :func:`xml_tools_openers` through ``ToolDialect.openers_for``; without
-tools there are none and all text is content.
+by :meth:`~deltaflow.parsers.drivers.tag_per_tool.TagPerToolFormat.request_openers`
+through ``ToolDialect.openers_for``; without tools there are none and all
+text is content.
 
 Token prefixes: the only declared opener, ``<``, is one character and has no
 proper prefix, so ``token_prefixes`` is empty. Tags are plain text, so *any*
@@ -29,15 +30,10 @@ the driver holds every partial tag itself, in both chunking modes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..declare import declare
 from ..drivers.tag_per_tool import TagPerToolFormat
 
-if TYPE_CHECKING:  # deltaflow.tools imports pydantic, which stays out of parsers/ at run time
-    pass
-
-__all__ = ("XML_TOOLS",)
+__all__ = ("PRESETS", "XML_TOOLS")
 
 
 XML_TOOLS = declare(
@@ -45,3 +41,5 @@ XML_TOOLS = declare(
     description="coding-agent tags (Cline style): <TOOL><param>raw text</param></TOOL>, names from the request's tools",
     families=("any model prompted with Cline / Roo Code / Kilo Code XML tool use",),
 )
+
+PRESETS: tuple[tuple[str, str | None, str | None], ...] = ()

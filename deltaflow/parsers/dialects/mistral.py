@@ -1,4 +1,4 @@
-"""Mistral dialects: the ``mistral`` tool parser and the ``mistral`` reasoning parser.
+"""Mistral AI: the ``mistral`` tool dialect and the ``mistral`` reasoning dialect.
 
 Facts (shared/dialects.md section 5):
 
@@ -28,12 +28,12 @@ from ..drivers.mistral import MistralFormat
 from ..registry import register_reasoning_dialect
 from ..spec import ReasoningDialect
 
-__all__ = ("MISTRAL", "MISTRAL_REASONING")
+__all__ = ("MISTRAL", "MISTRAL_REASONING", "PRESETS")
 
 MISTRAL = declare(
     "mistral",
     MistralFormat(),
-    lead_blanks=True,
+    lead_blanks=True,  # blanks before [TOOL_CALLS] are framing (SGLang strips them)
     token_prefixes=(),
     tokenizers=("mistral",),
     description="Mistral [TOOL_CALLS]: pre-v11 JSON array, v11 NAME[CALL_ID]ID[ARGS]{...}, v13+ NAME[ARGS]{...}",
@@ -59,4 +59,13 @@ MISTRAL_REASONING = register_reasoning_dialect(
         turn_markers=("[INST]", "[/INST]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "</s>"),
         families=("Magistral-Small-2509", "Magistral-Medium-2509", "Ministral-3 reasoning"),
     )
+)
+
+# Mistral (shared/dialects.md section 5)
+PRESETS: tuple[tuple[str, str | None, str | None], ...] = (
+    ("mistralai/Mistral-7B-Instruct-v0.3", "mistral", None),
+    ("mistralai/Mistral-Nemo-Instruct-2407", "mistral", None),
+    ("mistralai/Mistral-Small-3.2-24B-Instruct-2506", "mistral", None),
+    ("mistralai/Magistral-Small-2509", "mistral", "mistral"),
+    ("mistralai/Devstral-Small-2507", "mistral", None),
 )
