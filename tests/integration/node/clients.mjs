@@ -93,10 +93,11 @@ const weatherTool = tool({
   // no execute: streamText returns the call instead of running it
 });
 
-async function aiStream(model) {
+async function aiStream(model, providerOptions = undefined) {
   const errors = [];
   const result = streamText({
     model,
+    providerOptions,
     prompt: PROMPT,
     tools: { get_weather: weatherTool },
     maxRetries: 0,
@@ -144,6 +145,11 @@ const scenarios = {
   ai_openai_compatible_chat_length: () => aiStream(compatible.chatModel(lengthModel)),
   ai_openai_responses: () => aiStream(openaiProvider.responses(toolModel)),
   ai_openai_responses_length: () => aiStream(openaiProvider.responses(lengthModel)),
+  // @ai-sdk/openai's Responses model reads reasoning only from summary parts, which the server sends
+  // (the raw reasoning) when the request asks for a reasoning summary; a model id it does not know as a
+  // reasoning model needs forceReasoning, or the summary option is dropped.
+  ai_openai_responses_summary: () =>
+    aiStream(openaiProvider.responses(toolModel), { openai: { reasoningSummary: "auto", forceReasoning: true } }),
   ai_anthropic: () => aiStream(anthropic(toolModel)),
   ai_anthropic_length: () => aiStream(anthropic(lengthModel)),
 };

@@ -288,6 +288,14 @@ def test_ai_sdk_openai_length(results: dict[str, Any], scenario: str) -> None:
         assert got["reasoningText"] == _expected(LENGTH_MODEL).reasoning_content
 
 
+def test_ai_sdk_openai_responses_reasoning_summary(results: dict[str, Any]) -> None:
+    """Asked for a reasoning summary, @ai-sdk/openai's Responses model sees the reasoning (sent as summary parts)."""
+    got = _scenario(results, "ai_openai_responses_summary")
+    assert got["reasoningText"] == _expected(TOOL_MODEL).reasoning_content
+    assert _calls(got) == WEATHER_CALL
+    assert got["finishReason"] == "tool-calls"
+
+
 def test_ai_sdk_anthropic_reasoning_signature_and_tool_call(results: dict[str, Any]) -> None:
     """The thinking block's text, its non-empty signature (providerMetadata.anthropic.signature), the call."""
     got = _scenario(results, "ai_anthropic")
