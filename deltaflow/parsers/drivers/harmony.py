@@ -130,6 +130,7 @@ _MAX_PART = 256  # characters; a longer part is not a header
 _WORD = re.compile(r"[\w.:/@=+\-]+")
 _TO = "to="
 
+
 class _RouterState(IntEnum):
     """Router states."""
 
@@ -141,6 +142,7 @@ class _RouterState(IntEnum):
 
 
 _HEADER, _BODY, _CALL, _STRAY, _BAD_HEADER = tuple(_RouterState)
+
 
 class _BodyState(IntEnum):
     """Call body states."""

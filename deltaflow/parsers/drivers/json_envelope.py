@@ -54,6 +54,7 @@ __all__ = ("JsonEnvelopeDriver", "JsonEnvelopeFormat")
 
 _decode = decode_json_string
 
+
 class _State(IntEnum):
     """Parser states."""
 

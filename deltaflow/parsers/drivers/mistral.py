@@ -83,6 +83,7 @@ _NAME = re.compile(r"[\w.:\-]+")
 # A model-written v11 call id (9 alphanumerics in practice).
 _CALL_ID_CHARS = re.compile(r"[\w\-]+")
 
+
 class _State(IntEnum):
     """Parser states."""
 

@@ -98,6 +98,7 @@ _CLOSER = {"[": "]", "(": ")", "{": "}"}
 _AFTER_STRING = frozenset(",)]}:")
 _QUOTE_LOOKAHEAD = 64
 
+
 class _State(IntEnum):
     """Parser states."""
 

@@ -71,6 +71,7 @@ RECIPIENT_SLACK = 16
 _NAME = re.compile(r"[A-Za-z_][\w.:-]*")
 _LINE_CHARS = re.compile(r"[\w.:-]*")  # what a recipient line may hold before its newline
 
+
 class _State(IntEnum):
     """Parser states."""
 

@@ -69,6 +69,7 @@ _FENCE = "```"
 # An opening code fence with its optional language tag (```json).
 _FENCE_OPEN = re.compile(r"```[A-Za-z0-9_.+-]*")
 
+
 class _State(IntEnum):
     """Parser states."""
 

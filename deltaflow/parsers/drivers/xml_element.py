@@ -82,6 +82,7 @@ _KEY_OK = re.compile(r"[^\s<>/]{1,256}")
 _INVOKE_ATTRS = re.compile(r"\s+name\s*=\s*(?:\"([^\"]*)\"|'([^']*)')\s*")
 _BLANKS = re.compile(r"[ \t\r\n]*")
 
+
 class _State(IntEnum):
     """Parser states."""
 

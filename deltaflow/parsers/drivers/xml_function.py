@@ -109,6 +109,7 @@ _NAME_OK = re.compile(rf"[^\s<>\"'`\\/]{{1,{_NAME_MAX}}}")
 _ATTR = re.compile(r"\s*([A-Za-z_][\w:.-]*)\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'=<>`]+))")
 _BARE_NAME = re.compile(r"[^\s<>\\]*")
 
+
 class _State(IntEnum):
     """Parser states."""
 
@@ -136,6 +137,8 @@ _STREAM, _HOLD = 0, 1
 # Indexes into _Tables.block_markers and .body_markers (an absent marker is "", never matched).
 _BL_CALL_OPEN, _BL_BLOCK_CLOSE = range(2)
 _B_PARAM, _B_CALL_CLOSE, _B_BLOCK_CLOSE, _B_CALL_OPEN, _B_BLOCK_OPEN = range(5)
+
+
 class _CdataState(IntEnum):
     """CDATA states of a value (XmlFunctionFormat.cdata): none / maybe at its start / inside / right after ``]]>``."""
 

@@ -96,6 +96,7 @@ XTML_TYPES: dict[str, ValuePlan] = {
 _ATTR = re.compile(r'\s*([A-Za-z_][\w.:-]*)\s*=\s*"([^"]*)"')
 _TAG_WORD = re.compile(r"[A-Za-z_][\w.:-]*")
 
+
 class _State(IntEnum):
     """Parser states."""
 
