@@ -21,6 +21,7 @@ from ..pipeline.sync import ResponseParser, accumulate, parse_complete
 
 __all__ = (
     "check_chunkings",
+    "check_tool_dialect",
     "PEER_NAME_ALIASES",
     "corpus_vectors",
     "vector_thinking",
@@ -191,3 +192,7 @@ def load_tokenizer(family: str) -> Any:
 
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return Tokenizer.from_str(f.read())
+
+
+# The driver contract checker (deltaflow.testing.contract) uses the helpers above: imported after them.
+from .contract import check_tool_dialect as check_tool_dialect  # noqa: E402

@@ -366,14 +366,6 @@ def test_longest_variant_opener_wins_and_waits() -> None:
     assert p.feed_tool_block(text, out, False) == len(text) and p.done
 
 
-@pytest.mark.parametrize("dialect", NAMES)
-def test_final_always_ends_the_block(dialect: str) -> None:
-    """With final=True every prefix of an output ends without an exception and stays consistent."""
-    text = block(dialect, TWO[:1]) + " x"
-    for i in range(0, len(text) + 1, 3):
-        check_chunkings(text[:i], tool_parser=dialect, seeds=range(1))
-
-
 @pytest.mark.parametrize("blanks", [10, 256, 257, 300, 2000])
 @pytest.mark.parametrize("follow", [', {"name": "rm_rf", "arguments": {}}]</tool_calls>', "]</tool_calls>", "x"])
 def test_a_long_blank_run_between_elements_gives_the_same_result_on_every_chunking(blanks: int, follow: str) -> None:

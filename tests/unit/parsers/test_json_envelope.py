@@ -31,29 +31,6 @@ def calls(text: str, **kwargs: object) -> list[tuple[str, str]]:
 # -- the consumed-prefix contract ----------------------------------------------------------
 
 
-def test_text_after_the_block_is_not_consumed() -> None:
-    """feed_tool_block stops right after the closer and returns the rest to the caller."""
-    p = new_parser()
-    text = '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call> and more <tool_call>'
-    out: list[object] = []
-    end = p.feed_tool_block(text, out, False)
-    assert p.done
-    assert text[end:] == " and more <tool_call>"
-
-
-def test_consumption_starts_at_start() -> None:
-    """With ``start``, text before it is neither consumed nor attributed to the call."""
-    p = new_parser()
-    prefix = "prose before "
-    text = prefix + '<tool_call>{"name": "f"}</tool_call>tail'
-    out: list[object] = []
-    end = p.feed_tool_block(text, out, False, len(prefix))
-    assert p.done and text[end:] == "tail"
-    events = [e for e in out if isinstance(e, ToolDelta)]
-    assert not any(prefix in e.raw for e in events)
-    assert "".join(e.raw for e in events).startswith("<tool_call>")
-
-
 def test_unconsumed_tail_is_short_while_not_done() -> None:
     """Fed piece by piece, a block never leaves more than a short tail unconsumed."""
     text = (
@@ -82,14 +59,6 @@ def test_partial_closer_is_left_to_the_caller() -> None:
     assert not p.done and text[end:].strip() == "</tool_"
     end2 = p.feed_tool_block(text[end:] + "call>rest", out, False)
     assert p.done and (text[end:] + "call>rest")[end2:] == "rest"
-
-
-def test_final_always_ends_the_block() -> None:
-    """With final=True the parser is done, whatever it was given."""
-    for text in ["<tool_call>", "<tool_call>{", '<tool_call>{"name": "f", "arguments": {"a": ', "<tool_"]:
-        p = new_parser()
-        p.feed_tool_block(text, [], True)
-        assert p.done, text
 
 
 def test_malformed_block_gives_the_rest_back() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from deltaflow import ResponseParser, accumulate, parse_complete
-from deltaflow.items import Channel, ToolDelta
+from deltaflow.items import Channel
 from deltaflow.parsers import DriverContext, registry
 from deltaflow.parsers.drivers.mistral import ARGS, CALL_ID, MARKER, MistralDriver
 from deltaflow.stages.detokenize import make_decoder
@@ -349,28 +349,12 @@ def test_malformed_payload_on_the_final_chunk() -> None:
 # -- the consumed-prefix contract ------------------------------------------------------------
 
 
-def test_text_after_the_block_is_not_consumed() -> None:
-    """feed_tool_block stops right after the arguments object."""
-    p = new_parser()
-    text = '[TOOL_CALLS]f[ARGS]{"a": 1}[TOOL_CALLS]g'
-    end = p.feed_tool_block(text, [], False)
-    assert p.done and text[end:] == "[TOOL_CALLS]g"
-
-
 def test_complete_only_after_a_name_right_after_the_marker() -> None:
     """A name right after the marker could end the block (a call without arguments); after a space it could not."""
     for text, complete in (("[TOOL_CALLS]ping", True), ("[TOOL_CALLS] ping", False), ("[TOOL_CALLS]ping[ARGS]{", False)):
         p = new_parser()
         p.feed_tool_block(text, [], False)
         assert not p.done and p.complete is complete, text
-
-
-def test_final_always_ends_the_block() -> None:
-    """With final=True the parser is done, whatever it was given."""
-    for text in ["[TOOL_CALLS]", "[TOOL_CALLS]f", "[TOOL_CALLS] [", '[TOOL_CALLS] [{"name": "f"', "[TOOL_C"]:
-        p = new_parser()
-        p.feed_tool_block(text, [], True)
-        assert p.done, text
 
 
 def test_unconsumed_tail_is_short_while_not_done() -> None:
@@ -389,20 +373,6 @@ def test_unconsumed_tail_is_short_while_not_done() -> None:
                 break
             assert len(buf) <= len(MARKER), repr(buf)
         assert p.done and buf == ""
-
-
-def test_raw_text_accounts_for_the_whole_block() -> None:
-    """The events' raw text, whole or per character, is exactly the block."""
-    text = '[TOOL_CALLS] [{"name": "f", "arguments": {"a": "b"}}, {"name": "g", "arguments": {}}]'
-    for chunks in ([text], list(text)):
-        p = new_parser()
-        out: list[object] = []
-        buf = ""
-        for i, c in enumerate(chunks):
-            buf += c
-            end = p.feed_tool_block(buf, out, i == len(chunks) - 1)
-            buf = buf[end:]
-        assert "".join(e.raw for e in out if isinstance(e, ToolDelta)) == text
 
 
 def test_every_marker_split_at_every_position() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from deltaflow import ResponseParser, accumulate, parse_complete
-from deltaflow.items import Channel, ToolDelta
+from deltaflow.items import Channel
 from deltaflow.parsers import DriverContext, registry
 from deltaflow.parsers.drivers.pythonic import PYTHON_END, PYTHON_START, PythonicDriver, literal_to_json
 from deltaflow.stages.detokenize import make_decoder
@@ -265,27 +265,11 @@ def test_literal_to_json_never_evaluates() -> None:
 # -- the consumed-prefix contract ------------------------------------------------------------
 
 
-def test_text_after_the_block_is_not_consumed() -> None:
-    """feed_tool_block stops after the list (and an optional <|python_end|>)."""
-    for text, rest in (("[f(a=1)] tail", " tail"), (f"{PYTHON_START}[f()]{PYTHON_END}\ntail", "\ntail")):
-        p = new_parser()
-        end = p.feed_tool_block(text, [], True)
-        assert p.done and text[end:] == rest
-
-
 def test_complete_after_the_list() -> None:
     """After "]" only an optional <|python_end|> is looked for: the block could end there."""
     p = new_parser()
     p.feed_tool_block("[f()] ", [], False)
     assert not p.done and p.complete
-
-
-def test_final_always_ends_the_block() -> None:
-    """With final=True the parser is done, whatever it was given."""
-    for text in ["[", "[f", "[f(", "[f(a", "[f(a=", "[f(a='x", "[f()", "[f(),", PYTHON_START, "<|python_st"]:
-        p = new_parser()
-        p.feed_tool_block(text, [], True)
-        assert p.done, text
 
 
 def test_unconsumed_tail_is_short_while_not_done() -> None:
@@ -301,20 +285,6 @@ def test_unconsumed_tail_is_short_while_not_done() -> None:
             break
         assert len(buf) < len(PYTHON_START), repr(buf)
     assert p.done and buf == ""
-
-
-def test_raw_text_accounts_for_the_whole_block() -> None:
-    """The events' raw text, whole or per character, is exactly the block."""
-    text = "[f(a=1, b='x'), g()]"
-    for chunks in ([text], list(text)):
-        p = new_parser()
-        out: list[object] = []
-        buf = ""
-        for i, c in enumerate(chunks):
-            buf += c
-            end = p.feed_tool_block(buf, out, i == len(chunks) - 1)
-            buf = buf[end:]
-        assert "".join(e.raw for e in out if isinstance(e, ToolDelta)) == text
 
 
 def test_every_split_position() -> None:

@@ -120,27 +120,6 @@ def test_markers_are_byte_compared() -> None:
 # -- the consumed-prefix contract ---------------------------------------------------------------------
 
 
-def test_text_after_the_section_is_not_consumed() -> None:
-    """feed_tool_block stops right after the section close and returns the rest to the caller."""
-    p = new_parser("deepseek_v31")
-    text = v31_block(v31_call("f")) + " and more " + DS_CALLS_BEGIN
-    out: list[object] = []
-    end = p.feed_tool_block(text, out, False)
-    assert p.done and text[end:] == " and more " + DS_CALLS_BEGIN
-
-
-def test_consumption_starts_at_start() -> None:
-    """With ``start``, text before it is neither consumed nor attributed; whitespace before the opener is."""
-    p = new_parser("kimi_k2")
-    prefix = "prose "
-    text = prefix + "\n " + k_block(k_call("f")) + "tail"
-    out: list[object] = []
-    end = p.feed_tool_block(text, out, False, len(prefix))
-    assert p.done and text[end:] == "tail"
-    events = [e for e in out if isinstance(e, ToolDelta)]
-    assert "".join(e.raw for e in events) == text[len(prefix) : end]
-
-
 def test_first_event_names_the_call_and_carries_the_kimi_id() -> None:
     """The first event of a Kimi call sets the name and the model's own id."""
     p = new_parser("kimi_k2")
@@ -172,21 +151,6 @@ def test_unconsumed_tail_is_short_while_not_done(dialect: str, text: str) -> Non
             break
         assert len(buf) < longest, repr(buf)
     assert p.done and buf == ""
-
-
-@pytest.mark.parametrize("dialect", ["deepseek_v3", "deepseek_v31", "kimi_k2"])
-def test_final_always_ends_the_block(dialect: str) -> None:
-    """With final=True the parser is done, whatever prefix of a block it was given."""
-    text = {
-        "deepseek_v3": v3_block(v3_call("f"), v3_call("g")),
-        "deepseek_v31": v31_block(v31_call("f"), v31_call("g")),
-        "kimi_k2": k_block(k_call("f"), k_call("g")),
-    }[dialect]
-    for k in range(1, len(text) + 1):
-        p = new_parser(dialect)
-        events: list[object] = []
-        end = p.feed_tool_block(text[:k], events, True)
-        assert p.done and end <= k
 
 
 HEADS = {

@@ -98,17 +98,6 @@ def test_text_after_the_block_is_not_consumed(dialect: str) -> None:
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
-def test_consumption_starts_at_start(dialect: str) -> None:
-    """With ``start``, text before it is neither consumed nor attributed to the call."""
-    prefix = "prose before "
-    p = new_parser(dialect)
-    out: list[object] = []
-    end = p.feed_tool_block(prefix + BLOCKS[dialect], out, False, len(prefix))
-    assert p.done and end == len(prefix + BLOCKS[dialect])
-    assert "".join(e.raw for e in out if isinstance(e, ToolDelta)) == BLOCKS[dialect]
-
-
-@pytest.mark.parametrize("dialect", DIALECTS)
 def test_unconsumed_tail_is_short_while_not_done(dialect: str) -> None:
     """Fed one character at a time, a block never leaves more than one tag unconsumed."""
     text = BLOCKS[dialect]
@@ -137,16 +126,6 @@ def test_partial_closer_is_left_to_the_caller(dialect: str) -> None:
     rest = block[:cut][end:] + block[cut:] + "tail"
     end2 = p.feed_tool_block(rest, out, False)
     assert p.done and rest[end2:] == "tail"
-
-
-@pytest.mark.parametrize("dialect", DIALECTS)
-def test_final_always_ends_the_block(dialect: str) -> None:
-    """With final=True the parser is done, whatever prefix of a block it was given."""
-    block = BLOCKS[dialect]
-    for i in range(1, len(block) + 1):
-        p = new_parser(dialect, TOOLS)
-        p.feed_tool_block(block[:i], [], True)
-        assert p.done, block[:i]
 
 
 # -- each dialect ------------------------------------------------------------------------------

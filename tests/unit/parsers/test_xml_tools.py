@@ -409,14 +409,6 @@ def test_tokens_chunking_agrees() -> None:
 # -- the consumed-prefix contract -----------------------------------------------------------
 
 
-def test_text_after_the_block_is_not_consumed() -> None:
-    """feed_tool_block stops right after ``</NAME>`` and returns the rest to the caller."""
-    p = new_parser()
-    text = "<read_file><path>a</path></read_file> and <read_file>"
-    end = p.feed_tool_block(text, [], False)
-    assert p.done and text[end:] == " and <read_file>"
-
-
 def test_not_a_call_passes_text_to_the_next_bracket() -> None:
     """A ``<`` that opens no call is passed on as text with what follows it up to the next ``<``, without a call number."""
     counter = itertools.count()
