@@ -26,7 +26,7 @@ from ..stages.identity import IdentityFirstBuffer
 from ..stages.name_filter import NameFilter, new_call_id
 from ..stages.reasoning import ReasoningSplitter
 from ..stages.router import router_factory
-from ..stages.tool_feeder import TOOL_CALLS_IN_REASONING, ToolBlockFeeder
+from ..stages.tool_feeder import ToolBlockFeeder, check_tool_calls_in_reasoning
 from ..tools import normalize_tools
 from .chain import SyncChain
 
@@ -65,11 +65,7 @@ def default_stage_factories(
     """
     if chunking not in _CHUNKINGS:
         raise ValueError(f"chunking must be 'any' or 'tokens', got {chunking!r}")
-    if tool_calls_in_reasoning not in TOOL_CALLS_IN_REASONING:
-        raise ValueError(
-            f"tool_calls_in_reasoning must be one of {', '.join(map(repr, TOOL_CALLS_IN_REASONING))}, "
-            f"got {tool_calls_in_reasoning!r}"
-        )
+    check_tool_calls_in_reasoning(tool_calls_in_reasoning)
     if enable_thinking is not None and not isinstance(enable_thinking, bool):
         raise TypeError(f"enable_thinking must be a bool or None, got {type(enable_thinking).__name__}")
     if reasoning_starts_open is not None and not isinstance(reasoning_starts_open, bool):

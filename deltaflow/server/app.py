@@ -57,7 +57,7 @@ from ..sinks.collect import collect_async
 from ..sinks.framing import AnthropicFramer, ChatCompletionsFramer, ResponsesFramer
 from ..sinks.framing.base import Framer, WireEvent, anthropic_error_type, failure_status, openai_error_type
 from ..sinks.sse import SSEResponse, run_framed
-from ..stages.tool_feeder import TOOL_CALLS_IN_REASONING
+from ..stages.tool_feeder import check_tool_calls_in_reasoning
 from ..tools import ToolSpec, normalize_tools
 from .engine import Engine, EngineRequest, FunctionEngine, ModelInfo, ReplayEngine
 from .limits import BodyTooLarge, EngineIdleError, StreamSlots, idle_guard, key_matches, read_body
@@ -344,7 +344,8 @@ class DeltaflowApp:
             )
         if p.protocol == "responses":
             return ResponsesFramer(model, reasoning_summary=p.reasoning_summary)
-        return AnthropicFramer(model, signer=self.signer)
+        # A stream that is only sent keeps no block text but the thinking it signs.
+        return AnthropicFramer(model, signer=self.signer, keep_message=not p.streaming)
 
     async def complete(self, p: _Prepared) -> dict[str, Any]:
         """A non-streaming body, built by the protocol's framer (the same one a stream uses).
@@ -490,11 +491,7 @@ def create_app(
         ValueError: a limit is not positive, ``signing_key`` is empty, or
             ``tool_calls_in_reasoning`` is not one of the policies.
     """
-    if tool_calls_in_reasoning not in TOOL_CALLS_IN_REASONING:
-        raise ValueError(
-            f"tool_calls_in_reasoning must be one of {', '.join(map(repr, TOOL_CALLS_IN_REASONING))}, "
-            f"got {_short(tool_calls_in_reasoning)}"
-        )
+    check_tool_calls_in_reasoning(tool_calls_in_reasoning)
     for name, value in (
         ("max_body_bytes", max_body_bytes),
         ("max_streams", max_streams),

@@ -52,10 +52,27 @@ from ..items import Channel, ChannelText
 from ..parsers.base import BLANK_RUN_MAX
 from ..parsers.spec import DriverContext, ToolDialect, ToolDriver, all_prefixes
 
-__all__ = ("THOUGHT_GROUP_MAX", "TOOL_CALLS_IN_REASONING", "ToolBlockFeeder")
+__all__ = ("THOUGHT_GROUP_MAX", "TOOL_CALLS_IN_REASONING", "ToolBlockFeeder", "check_tool_calls_in_reasoning")
 
 TOOL_CALLS_IN_REASONING = ("trailing", "always", "never")
 """The policies for tool blocks inside reasoning (see the module docstring); the first is the default."""
+
+
+def check_tool_calls_in_reasoning(value: object) -> str:
+    """Return ``value`` if it is one of :data:`TOOL_CALLS_IN_REASONING`.
+
+    Raises:
+        ValueError: it is not; the message names the option and the accepted values.
+    """
+    if value not in TOOL_CALLS_IN_REASONING:
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        raise ValueError(
+            f"tool_calls_in_reasoning must be one of {', '.join(map(repr, TOOL_CALLS_IN_REASONING))}, got {shown}"
+        )
+    assert isinstance(value, str)
+    return value
 
 THOUGHT_GROUP_MAX = 4096
 """Characters of tentative blocks inside reasoning held before they are taken as calls."""
@@ -102,11 +119,7 @@ class ToolBlockFeeder:
         chunking: str = "any",
         in_reasoning: str = "trailing",
     ) -> None:
-        if in_reasoning not in TOOL_CALLS_IN_REASONING:
-            raise ValueError(
-                f"tool_calls_in_reasoning must be one of {', '.join(map(repr, TOOL_CALLS_IN_REASONING))}, "
-                f"got {in_reasoning!r}"
-            )
+        check_tool_calls_in_reasoning(in_reasoning)
         self._tentative = in_reasoning == "trailing"  # blocks inside reasoning wait for the output's end
         self._reasoning_is_text = in_reasoning == "never"  # no block opens inside reasoning
         self._dialect = dialect

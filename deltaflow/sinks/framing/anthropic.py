@@ -160,6 +160,9 @@ class AnthropicFramer:
         message_id: the message id (default: a fresh ``msg_...``).
         signer: signs thinking blocks (default: a per-process keyless
             :class:`~deltaflow.signing.ReasoningSigner`).
+        keep_message: keep every block's text for :meth:`message` (the
+            non-streaming body). False for a stream that is only sent: then
+            only the open thinking block's text (to sign it) is held.
     """
 
     def __init__(
@@ -169,8 +172,10 @@ class AnthropicFramer:
         input_tokens: int | None = None,
         message_id: str | None = None,
         signer: ReasoningSigner | None = None,
+        keep_message: bool = True,
     ) -> None:
         self.id = message_id or new_id("msg_")
+        self._keep = keep_message
         self.model = model
         self._input_tokens = input_tokens
         self._signer = signer if signer is not None else _signer()
@@ -196,14 +201,16 @@ class AnthropicFramer:
         self._index += 1
         self._kind = kind
         self._parts = []
-        self._blocks.append([kind, self._parts, meta])
+        if self._keep:
+            self._blocks.append([kind, self._parts, meta])
         out.append(WireEvent("content_block_start", _BlockStart(index=self._index, content_block=block)))
 
     def _close(self, out: list[WireEvent]) -> None:
         if self._kind is not None:
             if self._kind == _THINKING:
                 signature = self._signer.sign("".join(self._parts))
-                self._blocks[-1][2] = signature
+                if self._keep:
+                    self._blocks[-1][2] = signature
                 out.append(
                     WireEvent("content_block_delta", _BlockDelta(index=self._index, delta=_SignatureDelta(signature)))
                 )
@@ -230,12 +237,14 @@ class AnthropicFramer:
                 self._call_index = tc.index
                 self._any_tool = True
             if tc.function.arguments:
-                self._parts.append(tc.function.arguments)
+                if self._keep:
+                    self._parts.append(tc.function.arguments)
                 self._delta(out, _JsonDelta(partial_json=tc.function.arguments))
         if delta.content:
             if self._kind != _TEXT:
                 self._open(out, _TEXT, _Text())
-            self._parts.append(delta.content)
+            if self._keep:
+                self._parts.append(delta.content)
             self._delta(out, _TextDelta(text=delta.content))
         return out
 
@@ -284,11 +293,14 @@ class AnthropicFramer:
         """The final message: the non-streaming body, with the streamed blocks, signatures and usage.
 
         Raises:
-            StateError: :meth:`finish` was not called yet.
+            StateError: :meth:`finish` was not called yet, or the framer
+                was made with ``keep_message=False``.
         """
         final = self._final
         if final is None:
             raise StateError("AnthropicFramer.message() before finish()")
+        if not self._keep:
+            raise StateError("AnthropicFramer.message() of a framer made with keep_message=False")
         if final["content"] is None:
             content: list[dict[str, Any]] = []
             for kind, parts, meta in self._blocks:

@@ -81,6 +81,21 @@ def test_final_objects_before_finish_are_a_state_error() -> None:
         AnthropicFramer("m", signer=SIGNER).message()
 
 
+def test_anthropic_stream_only_framer_sends_the_same_events_and_keeps_no_text() -> None:
+    """keep_message=False (a stream that is only sent): identical events, no block text kept, no message()."""
+    from deltaflow.errors import StateError
+
+    kept, sent = AnthropicFramer("m", signer=SIGNER), AnthropicFramer("m", signer=SIGNER, keep_message=False)
+    sent.id = kept.id
+    strip = {"id"}
+    a = [{k: v for k, v in e.items() if k not in strip} for e in _run(kept, DELTAS)]
+    b = [{k: v for k, v in e.items() if k not in strip} for e in _run(sent, DELTAS)]
+    assert a == b
+    assert sent._blocks == [] and sent._parts == []  # the last block (a call) kept no arguments text
+    with pytest.raises(StateError, match="keep_message=False"):
+        sent.message()
+
+
 def test_anthropic_message_keeps_the_streamed_blocks() -> None:
     """message() has the stream's blocks in order (thinking with its signature, text, tool_use with decoded input)."""
     framer = AnthropicFramer("m", signer=SIGNER)
