@@ -32,7 +32,7 @@ Rules (deliberate; CONFORMANCE.md "XML-like, function-first dialects"):
 
 Streaming (:func:`tentative`): a value may be released as a string as soon
 as its text can no longer become any typed value of the plan; until then it
-is held. The answer only ever goes from "maybe" to "no" or "whole" as text is
+is held. The answer only ever goes from "need" to "no" or "whole" as text is
 appended, and :func:`convert` agrees with it, so what a stream emits never
 depends on where chunks ended.
 """
@@ -125,7 +125,7 @@ class Tentative(enum.Enum):
     """What :func:`tentative` says about a value prefix."""
 
     NO = "no"  # no typed reading is possible any more: it is a string
-    MAYBE = "maybe"  # a typed reading is still possible: look again with more text
+    NEED = "need"  # a typed reading is still possible: look again with more text (see _core/verdict.py)
     WHOLE = "whole"  # only the whole value decides (an object or array): hold it to its end
 
 
@@ -294,7 +294,7 @@ def tentative(plan: ValuePlan, text: str) -> Tentative:
         return Tentative.NO
     s = text.lstrip()
     if not s:
-        return Tentative.MAYBE
+        return Tentative.NEED
     c = s[0]
     for typ in plan.types:
         starts = _CONTAINER_STARTS.get(typ)
@@ -307,15 +307,15 @@ def tentative(plan: ValuePlan, text: str) -> Tentative:
     for typ in plan.types:
         if typ in ("integer", "number", "json"):
             if (_NUMBER if complete else _NUMBER_PART).fullmatch(t):
-                return Tentative.MAYBE
+                return Tentative.NEED
         if typ == "boolean" and _literal_prefix(t, complete, ("true", "false"), True):
-            return Tentative.MAYBE
+            return Tentative.NEED
         if typ == "json" and _literal_prefix(t, complete, ("true", "false", "null"), False):
-            return Tentative.MAYBE
+            return Tentative.NEED
     if plan.nullable and (
         _literal_prefix(t, complete, ("null",), True) or _literal_prefix(t, complete, ("None",), False)
     ):
-        return Tentative.MAYBE
+        return Tentative.NEED
     return Tentative.NO
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from .._core.toolspec import ToolSpec
 from ..parsers import registry
+from .derive import derive_layout
 from .errors import UnsupportedConstraintError
 from .schemas import is_raw_string, normalized, strictified
 
@@ -59,6 +60,7 @@ __all__ = (
     "constraint_tool",
     "js",
     "layout_for",
+    "layout_of",
     "params",
     "prefixes",
     "supported_constraint_dialects",
@@ -296,38 +298,6 @@ def _attr(s: str) -> str:
 
 # --------------------------------------------------------------------------- XML styles
 
-_QWEN_XML = XmlStyle(
-    open=lambda k, s: f"<parameter={k}>",
-    close="</parameter>",
-    after="\n",
-    wrap="\n",
-    excludes=("<parameter=", "</function>"),
-    xgrammar_style="qwen_xml",
-)
-_GLM45_XML = XmlStyle(
-    open=lambda k, s: f"<arg_key>{k}</arg_key>\n<arg_value>",
-    close="</arg_value>",
-    after="\n",
-    wrap="",
-    excludes=("<arg_key>", "</tool_call>"),
-    xgrammar_style="glm_xml",
-)
-_GLM47_XML = XmlStyle(
-    open=lambda k, s: f"<arg_key>{k}</arg_key><arg_value>",
-    close="</arg_value>",
-    after="",
-    wrap="",
-    excludes=("<arg_key>", "</tool_call>"),
-    xgrammar_style="glm_xml",
-)
-_MINIMAX_XML = XmlStyle(
-    open=lambda k, s: f'<parameter name="{k}">',
-    close="</parameter>",
-    after="\n",
-    wrap="",
-    excludes=("</invoke>",),
-    xgrammar_style="minimax_xml",
-)
 _XML_TOOLS = XmlStyle(
     open=lambda k, s: f"<{k}>",
     close="",
@@ -337,25 +307,6 @@ _XML_TOOLS = XmlStyle(
     xgrammar_style=None,
     key_close=True,
     all_raw=True,
-)
-_DSML = "｜DSML｜"
-_DSML_XML = XmlStyle(
-    open=lambda k, s: f'<{_DSML}parameter name="{k}" string="{"true" if s == "string" else "false"}">',
-    close=f"</{_DSML}parameter>",
-    after="\n",
-    wrap="",
-    excludes=(f"</{_DSML}invoke>",),
-    xgrammar_style="deepseek_xml",
-)
-# MiniCPM5 (parsers/dialects/minicpm.py): <param name="K">V</param>, a value may be CDATA.
-_MINICPM5_XML = XmlStyle(
-    open=lambda k, s: f'<param name="{k}">',
-    close="</param>",
-    after="",
-    wrap="",
-    excludes=(),
-    xgrammar_style=None,
-    cdata=True,
 )
 # Step3 (parsers/dialects/step.py): a value ends at its closer or the section closer.
 _STEP3 = ("<｜tool_calls_begin｜>", "<｜tool_call_begin｜>", "function<｜tool_sep｜>", "<｜tool_call_end｜>",
@@ -442,65 +393,6 @@ def _k3_call(t: ToolSpec) -> Call:
 
 
 LAYOUTS: dict[str, Layout] = {
-    # JSON envelopes (granite, hunyuan, ernie, xlam, ... modules), per call or as one JSON array of calls.
-    "granite": Layout(
-        call=_json_env("", "", "arguments"),
-        trigger="<|tool_call|>",
-        prefix="<|tool_call|>[",
-        suffix="]",
-        separator=", ",
-        atomic=("<|tool_call|>",),
-    ),
-    "granite4": Layout(
-        call=_json_env("<tool_call>\n", "\n</tool_call>", "arguments"),
-        trigger="<tool_call>",
-        separator="\n",
-        atomic=("<tool_call>", "</tool_call>"),  # special tokens of Granite 4.0 (vLLM keeps specials for them)
-        legacy=True,
-    ),
-    "granite-20b-fc": Layout(
-        call=_json_env("<function_call> ", "", "arguments"),
-        trigger="<function_call>",
-        separator="\n",
-        legacy=True,
-    ),
-    "ernie45": Layout(
-        call=_json_env("<tool_call>\n", "\n</tool_call>\n", "arguments"),
-        trigger="<tool_call>",
-        atomic=("<tool_call>", "</tool_call>"),
-        legacy=True,
-    ),
-    "longcat": Layout(
-        call=_json_env("<longcat_tool_call>", "</longcat_tool_call>", "arguments"),
-        trigger="<longcat_tool_call>",
-        separator="\n",
-        legacy=True,
-    ),
-    **{
-        name: Layout(
-            call=_json_env("", "", "arguments"),
-            trigger=opener,
-            prefix=opener + "[",
-            suffix="]" + closer,
-            separator=", ",
-            atomic=atomic,
-        )
-        for name, opener, closer, atomic in (
-            ("hunyuan_a13b", "<tool_calls>", "</tool_calls>", ()),
-            ("jamba", "<tool_calls>", "</tool_calls>", ("<tool_calls>", "</tool_calls>")),
-            ("apriel", "<tool_calls>", "</tool_calls>", ()),
-            ("nemotron", "<TOOLCALL>", "</TOOLCALL>", ()),
-            ("phi4_mini_json", "functools", "", ()),
-            ("firefunction_v2", "functools", "", ()),
-        )
-    },
-    "xlam": Layout(  # xLAM-2 writes the bare array (its other framings are parsed, not generated)
-        call=_json_env("", "", "arguments"),
-        trigger="[",
-        prefix="[",
-        suffix="]",
-        separator=", ",
-    ),
     # Command R7B / Command A: <|START_ACTION|>[ {...}, ... ]<|END_ACTION|>, laid out as its template does.
     "command_r7b": Layout(
         call=_r7b_call,
@@ -519,12 +411,6 @@ LAYOUTS: dict[str, Layout] = {
         multi=False,
         legacy=True,
     ),
-    # functionary.py and cohere.py: Functionary v3.1's <function=NAME>{json}</function>, Command R+'s fenced array.
-    "functionary_v3_1": Layout(
-        call=lambda t: Call(f"<function={t.name}>", (Json(params(t)),), "</function>"),
-        trigger="<function=",
-        legacy=True,
-    ),
     # Functionary v3.2: the prompt ends with ">>>"; each call is "NAME\n{json}", later ones after ">>>".
     "functionary_v3_2": Layout(
         call=lambda t: Call(f"{t.name}\n", (Json(params(t)),), ""),
@@ -536,20 +422,6 @@ LAYOUTS: dict[str, Layout] = {
         ),
         name_pattern=r"[A-Za-z_][\w.:-]*",
     ),
-    "command_r_plus": Layout(
-        call=lambda t: Call('{"tool_name": ' + js(t.name) + ', "parameters": ', (Json(params(t)),), "}"),
-        trigger="Action:",
-        prefix="Action:\n```json\n[",
-        suffix="]\n```",
-        separator=", ",
-    ),
-    "apertus": Layout(
-        call=lambda t: Call("{" + js(t.name) + ": ", (Json(params(t)),), "}"),
-        trigger="<|tools_prefix|>",
-        prefix="<|tools_prefix|>[",
-        suffix="]<|tools_suffix|>",
-        separator=", ",
-    ),
     # Gemma 4: <|tool_call>call:NAME{key:value,...}<tool_call|> per call, no separator.
     "gemma4": Layout(
         call=lambda t: Call(f"{_GEMMA4[0]}call:{t.name}", (Gemma(params(t), t.name, "gemma4"),), _GEMMA4[1]),
@@ -557,7 +429,8 @@ LAYOUTS: dict[str, Layout] = {
         atomic=_GEMMA4,  # single special tokens of the Gemma 4 vocabulary
         name_pattern=r"[\w.\-]+",
     ),
-    # LFM2, OLMo 3, Step, Ling 3, DeepSeek-V4: layouts of the drivers they reuse, with their own markers.
+    # Step3: an XML-function format whose calls sit between filler markers (kept written: fillers are
+    # whitespace to its driver, but its template writes them around every invoke).
     "step3": Layout(
         call=_xml(lambda n: f'{_STEP3[1]}{_STEP3[2]}<steptml:invoke name="{n}">', f"</steptml:invoke>{_STEP3[3]}",
                   _STEP3_XML, "step3"),
@@ -566,25 +439,7 @@ LAYOUTS: dict[str, Layout] = {
         suffix=_STEP3[4],
         atomic=(_STEP3[0], _STEP3[4], _STEP3[1], "<｜tool_sep｜>", _STEP3[3]),  # vLLM lists them as special
     ),
-    "step3p5": Layout(
-        call=_xml(lambda n: f"<tool_call>\n<function={n}>\n", "</function>\n</tool_call>", _QWEN_XML, "step3p5"),
-        trigger="<tool_call>",
-        separator="\n",
-        atomic=("<tool_call>", "</tool_call>"),  # as in Qwen3-Coder, whose format Step-3.5 writes (unverified)
-    ),
-    "ling3": Layout(
-        call=_xml(lambda n: f"<tool_call>{n}\n", "</tool_call>", _GLM45_XML, "ling3"),
-        trigger="<tool_call>",
-        separator="\n",
-        # as GLM (unverified)
-        atomic=("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
-    ),
-    "deepseek_v4": Layout(
-        call=_xml(lambda n: f'<{_DSML}invoke name="{n}">\n', f"</{_DSML}invoke>\n", _DSML_XML, "deepseek_v4"),
-        trigger=f"<{_DSML}tool_calls>",
-        prefix=f"<{_DSML}tool_calls>\n",
-        suffix=f"</{_DSML}tool_calls>",
-    ),
+    # LFM2, OLMo 3: the pythonic layout with their own markers.
     "lfm2": Layout(
         call=_pythonic_call,
         trigger="<|tool_call_start|>",
@@ -600,57 +455,6 @@ LAYOUTS: dict[str, Layout] = {
         suffix="</function_calls>",
         separator="\n",
     ),
-    "hermes": Layout(
-        call=_json_env("<tool_call>\n", "\n</tool_call>", "arguments"),
-        trigger="<tool_call>",
-        separator="\n",
-        atomic=("<tool_call>", "</tool_call>"),
-        legacy=True,
-    ),
-    "internlm": Layout(
-        call=_json_env("<|action_start|><|plugin|>\n", "<|action_end|>", "parameters"),
-        trigger="<|action_start|>",
-        multi=False,
-        atomic=("<|action_start|>", "<|plugin|>", "<|action_end|>"),
-        legacy=True,
-    ),
-    "llama3_json": Layout(
-        call=_json_env("", "", "parameters"),
-        trigger='{"name": ',
-        separator="; ",
-        legacy=True,
-    ),
-    "qwen3_coder": Layout(
-        call=_xml(lambda n: f"<tool_call>\n<function={n}>\n", "</function>\n</tool_call>", _QWEN_XML, "qwen3_coder"),
-        trigger="<tool_call>",
-        separator="\n",
-        atomic=("<tool_call>", "</tool_call>"),
-    ),
-    "seed_oss": Layout(
-        call=_xml(lambda n: f"<seed:tool_call>\n<function={n}>\n", "</function>\n</seed:tool_call>", _QWEN_XML,
-                  "seed_oss"),
-        trigger="<seed:tool_call>",
-        separator="\n",
-        atomic=("<seed:tool_call>", "</seed:tool_call>"),
-    ),
-    "glm45": Layout(
-        call=_xml(lambda n: f"<tool_call>{n}\n", "</tool_call>", _GLM45_XML, "glm45"),
-        trigger="<tool_call>",
-        separator="\n",
-        atomic=("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
-    ),
-    "glm47": Layout(
-        call=_xml(lambda n: f"<tool_call>{n}", "</tool_call>", _GLM47_XML, "glm47"),
-        trigger="<tool_call>",
-        atomic=("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
-    ),
-    "minimax_m2": Layout(
-        call=_xml(lambda n: f'<invoke name="{n}">\n', "</invoke>\n", _MINIMAX_XML, "minimax_m2"),
-        trigger="<minimax:tool_call>",
-        prefix="<minimax:tool_call>\n",
-        suffix="</minimax:tool_call>",
-        atomic=("<minimax:tool_call>", "</minimax:tool_call>"),
-    ),
     # MiniMax-M3: M<tool_call>\nM<invoke name="N">M<KEY>V M</KEY>...M</invoke>\nM</tool_call> (M = the marker).
     "minimax_m3": Layout(
         call=lambda t: Call(f'{_MINIMAX_M3}<invoke name="{t.name}">',
@@ -659,18 +463,6 @@ LAYOUTS: dict[str, Layout] = {
         prefix=f"{_MINIMAX_M3}<tool_call>\n",
         suffix=f"{_MINIMAX_M3}</tool_call>",
         # The marker is likely one special token, but not <...>-shaped: pass its id to lark_grammar / gbnf_grammar.
-    ),
-    # MiniCPM5: <function name="N"><param name="K">V</param></function>, calls on separate lines.
-    "minicpm5": Layout(
-        call=_xml(lambda n: f'<function name="{n}">', "</function>", _MINICPM5_XML, "minicpm5"),
-        trigger="<function ",
-        separator="\n",
-    ),
-    "deepseek_v32": Layout(
-        call=_xml(lambda n: f'<{_DSML}invoke name="{n}">\n', f"</{_DSML}invoke>\n", _DSML_XML, "deepseek_v32"),
-        trigger=f"<{_DSML}function_calls>",
-        prefix=f"<{_DSML}function_calls>\n",
-        suffix=f"</{_DSML}function_calls>",
     ),
     "deepseek_v3": Layout(
         call=lambda t: Call(
@@ -744,7 +536,11 @@ LAYOUTS: dict[str, Layout] = {
         separator=", ",
     ),
 }
-"""Every dialect's layout, by registry name."""
+"""The written layouts, by registry name: dialects whose format's syntax is code (Harmony, Gemma 4,
+pythonic, special-token sections, ...), and three JSON-envelope / XML-function dialects whose template
+writes more than their format's markers (Command R7B's call ids, GigaChat 3's header message, Step3's
+fillers). Every other JSON-envelope and XML-function dialect's layout is derived from its declaration
+(:mod:`.derive`); :func:`layout_of` gives either."""
 
 UNSUPPORTED: dict[str, str] = {}
 """Registered dialects that cannot be constrained, each with the one-line reason the error quotes.
@@ -755,10 +551,30 @@ layout and not listed here is refused with a generic reason."""
 NO_LAZY: dict[str, str] = {name: lay.no_lazy for name, lay in LAYOUTS.items() if lay.no_lazy}
 """Dialects whose ``"auto"`` gets no lazy constraint (``"required"`` and named still do), with the reason."""
 
+_DERIVED: dict[str, tuple[object, Layout]] = {}
+
+
+def layout_of(dialect: str) -> Layout | None:
+    """The registered dialect's layout: its written one, else the one derived from its declaration, else None."""
+    written = LAYOUTS.get(dialect)
+    if written is not None:
+        return written
+    try:
+        d = registry.get_tool_dialect(dialect)
+    except ValueError:
+        return None
+    cached = _DERIVED.get(dialect)
+    if cached is not None and cached[0] is d:  # re-registered under the same name: derive again
+        return cached[1]
+    layout = derive_layout(d)
+    if layout is not None:
+        _DERIVED[dialect] = (d, layout)
+    return layout
+
 
 def supported_constraint_dialects() -> tuple[str, ...]:
     """The registered tool dialects for which ``required``/named constraints can be built, sorted."""
-    return tuple(n for n in registry.tool_dialect_names() if n in LAYOUTS)
+    return tuple(n for n in registry.tool_dialect_names() if n not in UNSUPPORTED and layout_of(n) is not None)
 
 
 def unconstrainable_dialects() -> dict[str, str]:
@@ -766,17 +582,17 @@ def unconstrainable_dialects() -> dict[str, str]:
     return {
         n: UNSUPPORTED.get(n, "no constrained-decoding layout is declared for it")
         for n in registry.tool_dialect_names()
-        if n not in LAYOUTS
+        if n in UNSUPPORTED or layout_of(n) is None
     }
 
 
 def layout_for(dialect: str, what: str = "cannot constrain tool calls") -> Layout:
-    """The dialect's layout.
+    """The dialect's layout (written or derived).
 
     Raises:
         UnsupportedConstraintError: the dialect has none (the message quotes why).
     """
-    layout = LAYOUTS.get(dialect)
+    layout = None if dialect in UNSUPPORTED else layout_of(dialect)
     if layout is None:
         why = UNSUPPORTED.get(dialect, "no constrained-decoding layout is declared for it")
         raise UnsupportedConstraintError(

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..tools import normalize_tools
-from .errors import ToolChoiceError
+from .errors import ToolChoiceError, UnsupportedConstraintError
 from .grammar import CDATA_CLOSE, CDATA_OPEN, gemma_key
 from .layouts import (
     XTML_TYPES,
@@ -160,11 +160,16 @@ def render_tool_calls(
             and parameter order).
 
     Raises:
-        UnsupportedConstraintError: the dialect has no declared layout, or a
-            tool name it cannot write.
+        UnsupportedConstraintError: the dialect has no declared layout, a
+            tool name it cannot write, or several calls where its block
+            holds one (GigaChat 3, InternLM, Harmony).
         ToolChoiceError: a call names a tool that is not among ``tools``.
     """
     layout = layout_for(tool_parser, "has no declared canonical layout")
+    if len(calls) > 1 and not layout.multi:
+        raise UnsupportedConstraintError(
+            f"tool parser {tool_parser!r} writes one call per block; got {len(calls)} calls (render them one at a time)"
+        )
     by_name = {t.name: t for t in normalize_tools(tools) or ()}
     parts = []
     for i, (name, args) in enumerate(calls):

@@ -5,7 +5,8 @@
 * :mod:`.drivers`: one module per wire-format family, each a driver and its format class;
 * :mod:`.dialects`: the built-in declarations (registered on import);
 * :mod:`.base`: :class:`DriverBase`, the attribution engine every driver derives from;
-* :mod:`.spec`: the declarations' types (:class:`ToolDialect`, :class:`ReasoningDialect`, :class:`ToolFormat`).
+* :mod:`.spec`: the declarations' types (:class:`ToolDialect`, :class:`ReasoningDialect`, :class:`ToolFormat`,
+  :class:`Writing`).
 """
 
 from . import dialects as _dialects  # noqa: E402,F401  (registers the built-in dialects)
@@ -20,6 +21,7 @@ from .spec import ReasoningDialect as ReasoningDialect
 from .spec import ToolDialect as ToolDialect
 from .spec import ToolDriver as ToolDriver
 from .spec import ToolFormat as ToolFormat
+from .spec import Writing as Writing
 from .token_reasoning import TokenReasoning as TokenReasoning
 
 __all__ = (
@@ -33,6 +35,7 @@ __all__ = (
     "ToolDialect",
     "ToolDriver",
     "ToolFormat",
+    "Writing",
     "declare",
     "registry",
 )

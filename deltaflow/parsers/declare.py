@@ -20,7 +20,7 @@ existing format is one call (a reasoning dialect is pure data: register a
 from __future__ import annotations
 
 from .registry import register_tool_dialect
-from .spec import FormatDefaults, ToolDialect, ToolFormat
+from .spec import FormatDefaults, ToolDialect, ToolFormat, Writing
 
 __all__ = ("declare",)
 
@@ -39,6 +39,7 @@ def declare(
     framing: tuple[str, ...] = (),
     lead_blanks: bool = False,
     restart_after: tuple[str, ...] = (),
+    writing: Writing | None = None,
     register: bool = True,
     replace: bool = False,
 ) -> ToolDialect:
@@ -63,6 +64,8 @@ def declare(
         framing: special tokens around the answer, dropped outside blocks.
         lead_blanks: blanks right before an opener are the block's framing.
         restart_after: markers after which start openers open a block again.
+        writing: how the model's template lays the format out (blanks between
+            its markers), for the constraint writers' canonical text.
         register: register the dialect (False: only build it).
         replace: allow replacing a registered dialect of the same name.
 
@@ -88,6 +91,7 @@ def declare(
         lead_blanks=lead_blanks,
         restart_after=restart_after,
         format=format,
+        writing=writing,
     )
     return register_tool_dialect(dialect, replace=replace) if register else dialect
 

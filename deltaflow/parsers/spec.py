@@ -22,6 +22,7 @@ __all__ = (
     "ToolDialect",
     "ToolDriver",
     "ToolFormat",
+    "Writing",
     "all_prefixes",
 )
 
@@ -185,6 +186,57 @@ class FormatDefaults:
 
 
 @dataclass(frozen=True)
+class Writing:
+    """How a model's own chat template lays out its format: the blanks between the markers.
+
+    A format says which markers there are and what they enclose; its driver
+    accepts any blanks between them. Constrained decoding
+    (:mod:`deltaflow.constrain`) also *writes* the format, as one canonical
+    text: the format's markers (read from the format, never restated here)
+    with these blanks between them. Every field defaults to nothing, so a
+    dialect declared without a ``Writing`` is still constrained, in its
+    tightest form. Read for the JSON-envelope and XML-function formats.
+
+    Attributes:
+        open_gaps: blanks after each marker of the opener sequence, in order
+            (Hermes ``("\\n",)``: ``<tool_call>\\n{...}``); missing ones are "".
+        close_gap: blanks before the closer (Hermes ``"\\n"``).
+        after_close: blanks after a call's closer (ERNIE's newline).
+        separator: what joins two calls (between envelopes or array elements).
+        bare: write the block without its opener (a format whose block may
+            start with its value: Llama 3's bare object, xLAM's bare array).
+        one_call: the block holds one call (a constraint never writes two).
+        atomic: markers that are single tokens in the dialect's tokenizers
+            (grammars may then match them as tokens).
+        block_per_call: XML: each call has its own block (Qwen3-Coder's
+            ``<tool_call>`` around every ``<function=...>``), instead of one
+            block around all calls (MiniMax-M2).
+        block_gap: XML: blanks after the block opener.
+        name_gap: XML: blanks after a call's name (its opening tag).
+        key_gap: XML: blanks between a parameter's key and its value opener (GLM-4.5).
+        param_gap: XML: blanks after each parameter.
+        call_gap: XML: blanks after a call's closer.
+        xgrammar: XML: XGrammar's built-in argument style for the format, or
+            None (one tag per parameter).
+    """
+
+    open_gaps: tuple[str, ...] = ()
+    close_gap: str = ""
+    after_close: str = ""
+    separator: str = ""
+    bare: bool = False
+    one_call: bool = False
+    atomic: tuple[str, ...] = ()
+    block_per_call: bool = False
+    block_gap: str = ""
+    name_gap: str = ""
+    key_gap: str = ""
+    param_gap: str = ""
+    call_gap: str = ""
+    xgrammar: str | None = None
+
+
+@dataclass(frozen=True)
 class ToolDialect:
     """A tool-call protocol.
 
@@ -223,6 +275,8 @@ class ToolDialect:
             ``...</think>`` before its bare array); the marker stays text.
         format: the driver's options the dialect was declared with (None for
             a dialect built by hand), read by the constraint writers.
+        writing: how the dialect's template lays the format out (the
+            constraint writers' canonical text), or None (the tightest form).
     """
 
     name: str
@@ -239,3 +293,4 @@ class ToolDialect:
     lead_blanks: bool = False
     restart_after: tuple[str, ...] = ()
     format: ToolFormat | None = field(default=None, compare=False)
+    writing: Writing | None = None

@@ -26,7 +26,6 @@ from typing import Any
 from hypothesis import strategies as st
 
 from deltaflow.parsers import registry
-from deltaflow.parsers.drivers.harmony import MARKERS as HARMONY_MARKERS
 
 # Inputs that trigger the bugs recorded in test_known_bugs.py are left out of the generated cases
 # unless DELTAFLOW_FUZZ_KNOWN_BUGS=1 (then the fuzz tests find them again).
@@ -68,75 +67,32 @@ def tool_defs(names: tuple[str, ...]) -> list[dict[str, Any]]:
 
 # -- markers of each dialect (for sanitizing free text and for the mutations) ------------------------
 
-_DS = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>")
-_KIMI = (
-    "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_section_begin|>",
-    "<|tool_call_section_end|>", "<|tool_call_begin|>", "<|tool_call_end|>", "<|tool_call_argument_begin|>",
-)
-_QWEN_XML = ("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>")
-_GLM = ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
-_MINIMAX = ("<minimax:tool_call>", "</minimax:tool_call>", "<invoke", "</invoke>", "<parameter", "</parameter>")
-_SEED = ("<seed:tool_call>", "</seed:tool_call>", "<function=", "</function>", "<parameter=", "</parameter>")
-_DSML = (
-    "<｜DSML｜function_calls>", "</｜DSML｜function_calls>", "<｜DSML｜invoke", "</｜DSML｜invoke>",
-    "<｜DSML｜parameter", "</｜DSML｜parameter>",
-)
-
-_STEP3 = (
-    "<｜tool_calls_begin｜>", "<｜tool_calls_end｜>", "<｜tool_call_begin｜>", "<｜tool_call_end｜>", "<｜tool_sep｜>",
-    "<steptml:invoke", "</steptml:invoke>", "<steptml:parameter", "</steptml:parameter>",
-)
-_DSML_V4 = ("<｜DSML｜tool_calls>", "</｜DSML｜tool_calls>") + _DSML[2:]
-
-TOOL_MARKERS: dict[str, tuple[str, ...]] = {
-    # JSON-array family
-    "granite": ("<|tool_call|>", "<tool_call>", "["),
-    "granite4": ("<tool_call>", "</tool_call>"),
-    "granite-20b-fc": ("<function_call>",),
-    "hunyuan_a13b": ("<tool_calls>", "</tool_calls>"),
-    "ernie45": ("<tool_call>", "</tool_call>"),
-    "xlam": ("<tool_call>", "</tool_call>", "[TOOL_CALLS]", "```json", "```", "[", "</think>"),
-    "jamba": ("<tool_calls>", "</tool_calls>"),
-    "apriel": ("<tool_calls>", "</tool_calls>"),
-    "nemotron": ("<TOOLCALL>", "</TOOLCALL>"),
-    "phi4_mini_json": ("functools",),
-    "firefunction_v2": ("functools",),
-    "apertus": ("<|tools_prefix|>", "<|tools_suffix|>"),
-    "command_r7b": ("<|START_ACTION|>", "<|END_ACTION|>", "<|START_RESPONSE|>", "<|END_RESPONSE|>"),
-    "longcat": ("<longcat_tool_call>", "</longcat_tool_call>"),
-    "gigachat3": ("<|message_sep|>", "function call", "<|role_sep|>", "<|function_call|>", "</s>"),
-    "lfm2": ("<|tool_call_start|>", "<|tool_call_end|>", "[", "("),
-    "olmo3": ("<function_calls>", "</function_calls>", "("),
-    "step3": _STEP3,
-    "step3p5": _QWEN_XML,
-    "ling3": (*_GLM, "<|role_end|>"),
-    "deepseek_v4": _DSML_V4,
-    "hermes": ("<tool_call>", "</tool_call>"),
-    "internlm": ("<|action_start|>", "<|plugin|>", "<|action_end|>"),
-    "llama3_json": ("<|python_tag|>", ";", "{"),
-    "mistral": ("[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"),
-    "pythonic": ("<|python_start|>", "<|python_end|>", "[", "("),
-    "llama4_pythonic": ("<|python_start|>", "<|python_end|>", "[", "("),
-    "deepseek_v3": _DS,
-    "deepseek_v31": _DS,
-    "kimi_k2": _KIMI,
-    "deepseek_v32": _DSML,
-    "qwen3_coder": _QWEN_XML,
-    "glm45": _GLM,
-    "glm47": _GLM,
-    "minimax_m2": _MINIMAX,
-    "seed_oss": _SEED,
-    "openai": HARMONY_MARKERS,
+# Texts a dialect's parser reacts to that are not declared markers: the bare starts of pythonic and
+# JSON forms, Llama 3's call separator, the request-defined tags of xml_tools, MiniCPM5's CDATA
+# wrapper, MiniMax-M3's tags without their marker prefix.
+_UNDECLARED: dict[str, tuple[str, ...]] = {
+    "lfm2": ("[", "("),
+    "olmo3": ("(",),
+    "llama3_json": (";",),
+    "pythonic": ("(",),
+    "llama4_pythonic": ("(",),
     "xml_tools": tuple(f"<{n}>" for n in OFFERED[:4]) + tuple(f"</{n}>" for n in OFFERED[:4])
     + ("<city>", "</city>", "<content>", "</content>"),
-    "gemma4": ("<|tool_call>", "<tool_call|>", '<|"|>'),
-    "kimi_k3": ("<|open|>", "<|close|>", "<|sep|>"),
-    "minicpm5": ("<function ", "</function>", "<param", "</param>", "<![CDATA[", "]]>"),
-    "minimax_m3": ("]<]minimax[>[", "<tool_call>", "</tool_call>", "<invoke", "</invoke>"),
-    "functionary_v3_1": ("<function=", "</function>"),
-    "command_r_plus": ("Action:", "```json", "```", "<|CHATBOT_TOKEN|>", "<|END_OF_TURN_TOKEN|>"),
-    "functionary_v3_2": (">>>",),
+    "minicpm5": ("<![CDATA[", "]]>"),
+    "minimax_m3": ("<tool_call>", "</tool_call>", "<invoke", "</invoke>"),
 }
+
+
+def _markers(name: str) -> tuple[str, ...]:
+    """The dialect's markers as its declaration states them (openers, markers, framing), and the
+    undeclared texts its parser reacts to."""
+    d = registry.get_tool_dialect(name)
+    declared = (*d.openers, *d.start_openers, *d.markers, *d.framing, *d.restart_after)
+    return tuple(m for m in dict.fromkeys((*declared, *_UNDECLARED.get(name, ()))) if m)
+
+
+TOOL_MARKERS: dict[str, tuple[str, ...]] = {name: _markers(name) for name in registry.tool_dialect_names()}
+"""Every registered dialect's markers, read from its declaration (never restated here)."""
 
 # The reasoning parsers each tool dialect is fuzzed with (None: no reasoning parser).
 REASONING_FOR: dict[str, tuple[str | None, ...]] = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
-from ..spec import all_prefixes
+from ..spec import Writing, all_prefixes
 
 __all__ = ("APERTUS", "PRESETS")
 
@@ -21,6 +21,7 @@ APERTUS = declare(
     token_prefixes=all_prefixes("<|tools_prefix|>"),
     description='Apertus: <|tools_prefix|>[{"NAME": {args}}, ...]<|tools_suffix|>',
     families=("Apertus",),
+    writing=Writing(separator=", "),
 )
 
 PRESETS: tuple[tuple[str, str | None, str | None], ...] = (

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
-from ..spec import all_prefixes
+from ..spec import Writing, all_prefixes
 
 __all__ = ("APRIEL", "PRESETS")
 
@@ -27,6 +27,7 @@ APRIEL = declare(
     token_prefixes=all_prefixes("<tool_calls>"),
     description='Apriel (tool side): <tool_calls>[{"name", "arguments"}, ...]</tool_calls>',
     families=("Apriel-1.5-Thinker", "Apriel-1.6-Thinker"),
+    writing=Writing(separator=", "),
 )
 
 PRESETS: tuple[tuple[str, str | None, str | None], ...] = (

@@ -32,7 +32,7 @@ from __future__ import annotations
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
 from ..registry import register_reasoning_dialect
-from ..spec import ReasoningDialect, all_prefixes
+from ..spec import ReasoningDialect, Writing, all_prefixes
 
 __all__ = (
     "COMMAND_R7B", "COMMAND_R7B_REASONING", "COMMAND_R7B_RESPONSE", "COMMAND_R_PLUS", "COMMAND_R_PLUS_FORMAT",
@@ -95,6 +95,7 @@ COMMAND_R_PLUS = declare(
     framing=_COHERE_TURN,
     description='Command R+: Action:\\n```json\\n[{"tool_name", "parameters"}, ...]\\n```',
     families=("c4ai-command-r-plus", "c4ai-command-r-v01"),
+    writing=Writing(open_gaps=("\n", "\n"), close_gap="\n", separator=", "),
 )
 
 PRESETS: tuple[tuple[str, str | None, str | None], ...] = (

@@ -59,7 +59,7 @@ from ..declare import declare
 from ..drivers.special_tokens import HeaderKind, SpecialTokenFormat
 from ..drivers.xml_function import XmlFunctionFormat
 from ..registry import register_reasoning_dialect
-from ..spec import ReasoningDialect, all_prefixes
+from ..spec import ReasoningDialect, Writing, all_prefixes
 from ._think import SPLIT_THINK_PREFIXES, THINK_END, THINK_START
 
 __all__ = (
@@ -122,6 +122,9 @@ DEEPSEEK_V31 = declare(
 
 # -- DeepSeek-V3.2, V4: DSML ------------------------------------------------------------------
 
+DSML_WRITING = Writing(block_gap="\n", name_gap="\n", param_gap="\n", call_gap="\n", xgrammar="deepseek_xml")
+"""How DeepSeek's templates lay DSML out."""
+
 DSML_FORMAT = XmlFunctionFormat(
     block_open="<｜DSML｜function_calls>",
     block_close="</｜DSML｜function_calls>",
@@ -154,6 +157,7 @@ DEEPSEEK_V32 = declare(
         '<｜DSML｜parameter name="K" string="true|false">'
     ),
     families=("DeepSeek-V3.2", "DeepSeek-V3.2-Exp", "DeepSeek-V3.2-Speciale"),
+    writing=DSML_WRITING,
 )
 
 DSML_V4_OPEN = "<｜DSML｜tool_calls>"
@@ -175,6 +179,7 @@ DEEPSEEK_V4 = declare(
         '<｜DSML｜parameter name="K" string="true|false">'
     ),
     families=("DeepSeek-V4",),
+    writing=DSML_WRITING,
 )
 
 # -- reasoning --------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
 from ..registry import register_reasoning_dialect
-from ..spec import ReasoningDialect, all_prefixes
+from ..spec import ReasoningDialect, Writing, all_prefixes
 from ._think import THINK_END, THINK_START
 
 __all__ = ("ERNIE45", "ERNIE45_REASONING", "ERNIE_RESPONSE", "PRESETS")
@@ -37,6 +37,7 @@ ERNIE45 = declare(
     token_prefixes=(),  # vLLM's ernie45 parser looks up the id of <tool_call>: one token
     description='ERNIE-4.5: <tool_call>\\n{"name", "arguments"}\\n</tool_call>',
     families=("ERNIE-4.5", "ERNIE-4.5-Thinking"),
+    writing=Writing(open_gaps=("\n",), close_gap="\n", after_close="\n", atomic=("<tool_call>", "</tool_call>")),
 )
 
 ERNIE_RESPONSE = ("<response>", "</response>")

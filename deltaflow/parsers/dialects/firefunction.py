@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
-from ..spec import all_prefixes
+from ..spec import Writing, all_prefixes
 
 __all__ = ("FIREFUNCTION_V2", "PRESETS")
 
@@ -22,6 +22,7 @@ FIREFUNCTION_V2 = declare(
     token_prefixes=all_prefixes("functools"),
     description='FireFunction v2: functools[{"name", "arguments"}, ...]',
     families=("FireFunction v2",),
+    writing=Writing(separator=", "),
 )
 
 PRESETS: tuple[tuple[str, str | None, str | None], ...] = (

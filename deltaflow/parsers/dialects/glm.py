@@ -21,11 +21,13 @@ from __future__ import annotations
 from ..declare import declare
 from ..drivers.xml_function import XmlFunctionFormat
 from ..registry import register_reasoning_dialect
-from ..spec import ReasoningDialect
+from ..spec import ReasoningDialect, Writing
 from ._think import THINK_END, THINK_START
 
 __all__ = ("GLM45", "GLM45_REASONING", "GLM47", "GLM_FORMAT", "PRESETS")
 
+
+_GLM_TOKENS = ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>")
 
 GLM_FORMAT = XmlFunctionFormat(
     block_open="<tool_call>",
@@ -47,6 +49,14 @@ GLM45 = declare(
     tokenizers=("glm-4.5",),
     description="GLM-4.5/4.6: <tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n</tool_call>",
     families=("GLM-4.5", "GLM-4.5-Air", "GLM-4.6", "GLM-4.6V"),
+    writing=Writing(
+        name_gap="\n",
+        key_gap="\n",
+        param_gap="\n",
+        separator="\n",
+        atomic=_GLM_TOKENS,
+        xgrammar="glm_xml",
+    ),
 )
 
 GLM47 = declare(
@@ -55,6 +65,7 @@ GLM47 = declare(
     tokenizers=("glm-4.5",),
     description="GLM-4.7/5: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value></tool_call>",
     families=("GLM-4.7", "GLM-4.7-Flash", "GLM-5"),
+    writing=Writing(atomic=_GLM_TOKENS, xgrammar="glm_xml"),
 )
 
 GLM45_REASONING = register_reasoning_dialect(

@@ -38,7 +38,7 @@ from __future__ import annotations
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
 from ..registry import register_reasoning_dialect
-from ..spec import ReasoningDialect, all_prefixes
+from ..spec import ReasoningDialect, Writing, all_prefixes
 from ._think import THINK_END, THINK_PREFIXES, THINK_START
 
 __all__ = (
@@ -63,6 +63,7 @@ GRANITE = declare(
     token_prefixes=all_prefixes("<tool_call>"),
     description='Granite 3.x: [<|tool_call|> or <tool_call>][{"name", "arguments"}, ...]',
     families=("Granite 3.0", "Granite 3.1", "Granite 3.2", "Granite 3.3"),
+    writing=Writing(separator=", ", atomic=("<|tool_call|>",)),
 )
 
 GRANITE4 = declare(
@@ -71,6 +72,7 @@ GRANITE4 = declare(
     token_prefixes=all_prefixes("<tool_call>"),
     description='Granite 4.0: <tool_call>{"name", "arguments"}</tool_call>',
     families=("Granite 4.0",),
+    writing=Writing(open_gaps=("\n",), close_gap="\n", separator="\n", atomic=("<tool_call>", "</tool_call>")),
 )
 
 GRANITE_20B_FC = declare(
@@ -79,6 +81,7 @@ GRANITE_20B_FC = declare(
     token_prefixes=all_prefixes("<function_call>"),
     description='Granite-20B-FunctionCalling: <function_call> {"name", "arguments"} per call',
     families=("Granite-20B-FunctionCalling",),
+    writing=Writing(open_gaps=(" ",), separator="\n"),
 )
 
 GRANITE_START = "Here is my thought process:"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
+from ..spec import Writing
 
 __all__ = ("HERMES", "PRESETS")
 
@@ -22,6 +23,7 @@ HERMES = declare(
     tokenizers=("qwen3", "qwen2.5"),
     description="Hermes / Qwen2.5 / Qwen3: <tool_call>{\"name\", \"arguments\"}</tool_call>",
     families=("Hermes 2 Pro / 3", "Qwen2.5", "QwQ", "Qwen3", "Qwen3-2507"),
+    writing=Writing(open_gaps=("\n",), close_gap="\n", separator="\n", atomic=("<tool_call>", "</tool_call>")),
 )
 
 PRESETS: tuple[tuple[str, str | None, str | None], ...] = (

@@ -30,7 +30,7 @@ from __future__ import annotations
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
 from ..registry import register_reasoning_dialect
-from ..spec import ReasoningDialect, all_prefixes
+from ..spec import ReasoningDialect, Writing, all_prefixes
 from ._think import THINK_END, THINK_PREFIXES, THINK_START
 
 __all__ = ("HUNYUAN_A13B", "HUNYUAN_A13B_REASONING", "HUNYUAN_ANSWER", "HY_V3", "PRESETS")
@@ -43,6 +43,7 @@ HUNYUAN_A13B = declare(
     token_prefixes=all_prefixes("<tool_calls>"),  # section 14: every Hunyuan marker is split text
     description='Hunyuan-A13B: <tool_calls>[{"name", "arguments"}, ...]</tool_calls>',
     families=("Hunyuan-A13B",),
+    writing=Writing(separator=", "),
 )
 
 HUNYUAN_ANSWER = ("<answer>\n", "\n</answer>")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
+from ..spec import Writing
 
 __all__ = ("INTERNLM", "PRESETS")
 
@@ -26,6 +27,7 @@ INTERNLM = declare(
     ),
     description="InternLM2/2.5/3, Intern-S1: <|action_start|><|plugin|>{\"name\", \"parameters\"}<|action_end|>",
     families=("InternLM2", "InternLM2.5", "InternLM3", "Intern-S1"),
+    writing=Writing(open_gaps=("", "\n"), one_call=True, atomic=("<|action_start|>", "<|plugin|>", "<|action_end|>")),
 )
 
 # InternLM (shared/dialects.md section 2)

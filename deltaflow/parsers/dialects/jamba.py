@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
+from ..spec import Writing
 
 __all__ = ("JAMBA", "PRESETS")
 
@@ -22,6 +23,7 @@ JAMBA = declare(
     token_prefixes=(),  # vLLM's jamba parser looks up the ids of <tool_calls> / </tool_calls>
     description='AI21 Jamba: <tool_calls>[{"name", "arguments"}, ...]</tool_calls>',
     families=("Jamba 1.5", "Jamba 1.6", "Jamba 1.7"),
+    writing=Writing(separator=", ", atomic=("<tool_calls>", "</tool_calls>")),
 )
 
 PRESETS: tuple[tuple[str, str | None, str | None], ...] = (

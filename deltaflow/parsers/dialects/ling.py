@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..declare import declare
 from ..registry import register_reasoning_dialect
-from ..spec import ReasoningDialect, all_prefixes
+from ..spec import ReasoningDialect, Writing, all_prefixes
 from ._think import THINK_END, THINK_START
 
 # Ling 3 writes GLM-4.5's format: the one declaration of it is imported from the GLM module.
@@ -31,6 +31,14 @@ LING3 = declare(
     framing=("<|role_end|>",),
     description="Ling 3 / Bailing V3: <tool_call>NAME\\n<arg_key>K</arg_key>\\n<arg_value>V</arg_value>\\n</tool_call>",
     families=("Ling-3.0", "Ring-3.0"),
+    writing=Writing(
+        name_gap="\n",
+        key_gap="\n",
+        param_gap="\n",
+        separator="\n",
+        atomic=("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+        xgrammar="glm_xml",
+    ),
 )
 
 # Ling 3 (inclusionAI; llama.cpp's handler): GLM's reasoning rules, including the implicit

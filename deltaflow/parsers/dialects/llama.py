@@ -39,6 +39,7 @@ from __future__ import annotations
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
 from ..drivers.pythonic import PythonicFormat
+from ..spec import Writing
 
 __all__ = ("LLAMA3_JSON", "LLAMA4_PYTHONIC", "PRESETS", "PYTHONIC")
 
@@ -56,6 +57,7 @@ LLAMA3_JSON = declare(
     tokenizers=("llama3",),
     description="Llama 3.x JSON: [<|python_tag|>]{\"name\", \"parameters\"}[; ...]",
     families=("Llama 3.1", "Llama 3.2", "Llama 3.3"),
+    writing=Writing(bare=True, separator="; "),
 )
 
 PYTHONIC = declare(

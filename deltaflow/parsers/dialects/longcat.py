@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
-from ..spec import all_prefixes
+from ..spec import Writing, all_prefixes
 
 __all__ = ("LONGCAT", "PRESETS")
 
@@ -24,6 +24,7 @@ LONGCAT = declare(
     token_prefixes=all_prefixes("<longcat_tool_call>"),
     description='LongCat-Flash: <longcat_tool_call>{"name", "arguments"}</longcat_tool_call>',
     families=("LongCat-Flash",),
+    writing=Writing(separator="\n"),
 )
 
 PRESETS: tuple[tuple[str, str | None, str | None], ...] = (

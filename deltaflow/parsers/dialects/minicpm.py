@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..declare import declare
 from ..drivers.xml_function import XmlFunctionFormat
-from ..spec import all_prefixes
+from ..spec import Writing, all_prefixes
 
 __all__ = ("MINICPM5", "MINICPM5_FORMAT", "MINICPM5_OPENER", "PRESETS")
 
@@ -55,6 +55,7 @@ MINICPM5 = declare(
     token_prefixes=all_prefixes(MINICPM5_OPENER),
     description='MiniCPM5: <function name="N"><param name="K">V or <![CDATA[V]]></param></function>',
     families=("MiniCPM5",),
+    writing=Writing(separator="\n"),
 )
 
 PRESETS: tuple[tuple[str, str | None, str | None], ...] = (

@@ -47,7 +47,7 @@ from ..declare import declare
 from ..drivers.xml_element import XmlElementFormat
 from ..drivers.xml_function import XmlFunctionFormat
 from ..registry import register_reasoning_dialect
-from ..spec import ReasoningDialect, all_prefixes
+from ..spec import ReasoningDialect, Writing, all_prefixes
 from ._think import THINK_END, THINK_START
 
 __all__ = (
@@ -83,6 +83,14 @@ MINIMAX_M2 = declare(
     tokenizers=("minimax-m2",),
     description='MiniMax-M2: <minimax:tool_call><invoke name="N"><parameter name="K">V</parameter></invoke>...',
     families=("MiniMax-M2", "MiniMax-M2.1"),
+    writing=Writing(
+        block_gap="\n",
+        name_gap="\n",
+        param_gap="\n",
+        call_gap="\n",
+        atomic=("<minimax:tool_call>", "</minimax:tool_call>"),
+        xgrammar="minimax_xml",
+    ),
 )
 
 MINIMAX_M2_REASONING = register_reasoning_dialect(

@@ -24,7 +24,7 @@ from __future__ import annotations
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
 from ..registry import register_reasoning_dialect
-from ..spec import ReasoningDialect, all_prefixes
+from ..spec import ReasoningDialect, Writing, all_prefixes
 from ._think import THINK_END, THINK_PREFIXES, THINK_START
 
 __all__ = ("NEMOTRON", "NEMOTRON_V3", "PRESETS")
@@ -35,6 +35,7 @@ NEMOTRON = declare(
     token_prefixes=all_prefixes("<TOOLCALL>"),
     description='Nemotron: <TOOLCALL>[{"name", "arguments"}, ...]</TOOLCALL>',
     families=("NVIDIA-Nemotron-Nano-v2", "Llama-Nemotron"),
+    writing=Writing(separator=", "),
 )
 
 NEMOTRON_V3 = register_reasoning_dialect(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
-from ..spec import all_prefixes
+from ..spec import Writing, all_prefixes
 
 __all__ = ("PHI4_MINI_JSON", "PRESETS")
 
@@ -22,6 +22,7 @@ PHI4_MINI_JSON = declare(
     token_prefixes=all_prefixes("functools"),
     description='Phi-4-mini: functools[{"name", "arguments"}, ...]',
     families=("Phi-4-mini",),
+    writing=Writing(separator=", "),
 )
 
 PRESETS: tuple[tuple[str, str | None, str | None], ...] = (

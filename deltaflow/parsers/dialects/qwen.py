@@ -29,7 +29,7 @@ from __future__ import annotations
 from ..declare import declare
 from ..drivers.xml_function import XmlFunctionFormat
 from ..registry import register_reasoning_dialect
-from ..spec import ReasoningDialect
+from ..spec import ReasoningDialect, Writing
 from ._think import SPLIT_THINK_PREFIXES, THINK_END, THINK_START
 
 __all__ = ("PRESETS", "QWEN3", "QWEN35_CALL", "QWEN3_CODER", "QWEN3_CODER_FORMAT")
@@ -58,6 +58,16 @@ QWEN3_CODER = declare(
     tokenizers=("qwen3",),
     description="Qwen3-Coder XML: <tool_call><function=NAME><parameter=KEY>value</parameter></function></tool_call>",
     families=("Qwen3-Coder-30B-A3B", "Qwen3-Coder-480B-A35B", "Qwen3-Coder-Next", "Qwen3.5"),
+    writing=Writing(
+        block_per_call=True,
+        block_gap="\n",
+        name_gap="\n",
+        param_gap="\n",
+        call_gap="\n",
+        separator="\n",
+        atomic=("<tool_call>", "</tool_call>"),
+        xgrammar="qwen_xml",
+    ),
 )
 
 # Qwen3.5 (and Qwen3-Coder in thinking mode) may call a tool without closing its thinking; the

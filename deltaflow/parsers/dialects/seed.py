@@ -17,7 +17,7 @@ from __future__ import annotations
 from ..declare import declare
 from ..drivers.xml_function import XmlFunctionFormat
 from ..registry import register_reasoning_dialect
-from ..spec import ReasoningDialect
+from ..spec import ReasoningDialect, Writing
 
 __all__ = ("PRESETS", "SEED_OSS", "SEED_OSS_FORMAT", "SEED_OSS_REASONING")
 
@@ -41,6 +41,16 @@ SEED_OSS = declare(
     SEED_OSS_FORMAT,
     description="Seed-OSS: <seed:tool_call><function=NAME><parameter=KEY>V</parameter></function></seed:tool_call>",
     families=("Seed-OSS-36B-Instruct", "Seed-OSS-36B-Base"),
+    writing=Writing(
+        block_per_call=True,
+        block_gap="\n",
+        name_gap="\n",
+        param_gap="\n",
+        call_gap="\n",
+        separator="\n",
+        atomic=("<seed:tool_call>", "</seed:tool_call>"),
+        xgrammar="qwen_xml",
+    ),
 )
 
 SEED_OSS_REASONING = register_reasoning_dialect(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..declare import declare
 from ..drivers.json_envelope import JsonEnvelopeFormat
-from ..spec import all_prefixes
+from ..spec import Writing, all_prefixes
 
 __all__ = ("PRESETS", "XLAM")
 
@@ -35,6 +35,7 @@ XLAM = declare(
     token_prefixes=all_prefixes("<tool_call>", "[TOOL_CALLS]", "```", "</think>"),
     description="xLAM-2: a JSON array of calls, bare, fenced (```json), after [TOOL_CALLS] or in <tool_call>",
     families=("xLAM-2",),
+    writing=Writing(bare=True, separator=", "),
 )
 
 PRESETS: tuple[tuple[str, str | None, str | None], ...] = (

@@ -46,6 +46,7 @@ from functools import partial
 
 from ..._core.jsonscan import JsonScanner
 from ..._core.text import decode_json_string, has_surrogate, skip_json_ws
+from ..._core.verdict import NEED, NO, YES, Verdict
 from ...items import ToolDelta
 from ..base import BLANK_RUN_MAX, DriverBase
 from ..spec import DriverContext, FormatDefaults
@@ -272,9 +273,9 @@ class JsonEnvelopeDriver(DriverBase):
             if st == _OPEN:
                 if self._open_idx == 0:
                     chosen = self._choose_opener(text, pos, final)
-                    if chosen is None:
+                    if chosen == NEED:
                         return pos  # a partial marker that may still become a (longer) opener
-                    if chosen:
+                    if chosen == YES:
                         pos += len(self._open_seq[0])
                         self._open_idx = 1
                     elif spec.bare_object and c == ("[" if spec.array else "{"):
@@ -434,12 +435,12 @@ class JsonEnvelopeDriver(DriverBase):
         self._state = _ELEM_AFTER if self._spec.array else _POST
         return True
 
-    def _choose_opener(self, text: str, pos: int, final: bool) -> bool | None:
+    def _choose_opener(self, text: str, pos: int, final: bool) -> Verdict:
         """Pick the envelope whose opener starts at ``pos`` (the longest one).
 
-        Returns True when one was chosen (``_open_seq`` / ``_close`` set), False
-        when none starts there, None when the text there is a proper prefix of
-        an opener longer than what matched (more text is needed to decide).
+        Returns ``YES`` when one was chosen (``_open_seq`` / ``_close`` set),
+        ``NO`` when none starts there, ``NEED`` when the text there is a proper
+        prefix of an opener longer than what matched.
         """
         best: tuple[tuple[str, ...], str | None] | None = None
         rest = len(text) - pos
@@ -449,11 +450,11 @@ class JsonEnvelopeDriver(DriverBase):
                 if best is None or len(marker) > len(best[0][0]):
                     best = (seq, close)
             elif not final and len(marker) > rest and marker.startswith(text[pos:]):
-                return None
+                return NEED
         if best is None:
-            return False
+            return NO
         self._open_seq, self._close = best
-        return True
+        return YES
 
     def _elem_after(self, text: str, pos: int, out: list[object], final: bool) -> tuple[int, bool]:
         """After an array element: ``,`` and the next call, or ``]`` and the closer.

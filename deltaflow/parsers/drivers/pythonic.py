@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING
 
 from ..._core.pyliteral import literal_to_json
 from ..._core.text import skip_space
+from ..._core.verdict import NEED, NO, YES, Verdict
 from ..base import DriverBase
 from ..spec import DriverContext, FormatDefaults
 
@@ -121,7 +122,6 @@ _OPEN, _LIST, _FIRST, _NAME, _KW_FIRST, _KW, _KW_NAME, _EQ, _VALUE, _AFTER_CALL,
 # States whose input may begin with insignificant whitespace.
 _WS_FIRST = frozenset((_OPEN, _LIST, _FIRST, _KW_FIRST, _KW, _EQ, _AFTER_CALL, _NEXT))
 # Outcomes of one value scan.
-_MORE, _END, _BAD = range(3)
 
 
 @dataclass(frozen=True)
@@ -333,9 +333,9 @@ class PythonicDriver(DriverBase):
                 self._state = _VALUE
             elif st == _VALUE:
                 pos, outcome = self._scan_value(text, pos, final)
-                if outcome == _MORE:
+                if outcome == NEED:
                     return pos
-                if outcome == _BAD:
+                if outcome == NO:
                     return self._fail(out, pos)
                 if not self._emit_value(out, pos):
                     return self._fail(out, pos)  # not a literal: the rest is text
@@ -398,8 +398,8 @@ class PythonicDriver(DriverBase):
             return pos  # whitespace or a partial closer: wait (the caller holds it)
         return self._finish(pos)
 
-    def _quote_closes(self, text: str, i: int, final: bool) -> bool | None:
-        """Nested-quote rule: does the quote at ``i`` close its string? None: not known yet.
+    def _quote_closes(self, text: str, i: int, final: bool) -> Verdict:
+        """Nested-quote rule: does the quote at ``i`` close its string? ``NEED``: not known yet.
 
         It closes when the next non-blank character is one of ``, ) ] } :``,
         and, for a ``)`` that would end the call, the one after that may follow
@@ -410,26 +410,26 @@ class PythonicDriver(DriverBase):
         n = len(text)
         j = skip_space(text, i + 1)
         if j - i > _QUOTE_LOOKAHEAD:
-            return True
+            return YES
         if j >= n:
-            return None if not final else True
+            return YES if final else NEED
         if text[j] not in _AFTER_STRING:
-            return False
+            return NO
         if text[j] != ")" or self._stack or not self._bracketed:
-            return True
+            return YES
         k = skip_space(text, j + 1)
         if k - j > _QUOTE_LOOKAHEAD:
-            return True
+            return YES
         if k >= n:
-            return None if not final else True
-        return text[k] in ",]"
+            return YES if final else NEED
+        return YES if text[k] in ",]" else NO
 
-    def _scan_value(self, text: str, pos: int, final: bool) -> tuple[int, int]:
-        """Advance over one keyword value's source; returns ``(pos, outcome)``.
+    def _scan_value(self, text: str, pos: int, final: bool) -> tuple[int, Verdict]:
+        """Advance over one keyword value's source; returns ``(pos, does it end?)``.
 
-        ``_END``: the value ends at ``pos`` (a ``,`` or ``)`` outside brackets
-        and strings); ``_MORE``: the text ran out (``pos`` is what was
-        consumed); ``_BAD``: a bracket that does not match, at ``pos``.
+        ``YES``: the value ends at ``pos`` (a ``,`` or ``)`` outside brackets
+        and strings); ``NEED``: the text ran out (``pos`` is what was
+        consumed); ``NO``: a bracket that does not match, at ``pos``.
         """
         n = len(text)
         parts = self._parts
@@ -444,21 +444,21 @@ class PythonicDriver(DriverBase):
                         while end > pos and n - end < 2 and text[end - 1] == quote[0]:
                             end -= 1
                     parts.append(text[pos:end])
-                    return end, _MORE
+                    return end, NEED
                 i = m.start()
                 if text[i] == "\\":
                     if i + 1 >= n:  # an escape cut by the chunk end: give it again with more text
                         parts.append(text[pos:i])
-                        return (n, _MORE) if final else (i, _MORE)
+                        return (n, NEED) if final else (i, NEED)
                     parts.append(text[pos : i + 2])
                     pos = i + 2
                     continue
                 if self._nested_quotes and len(quote) == 1:
                     closes = self._quote_closes(text, i, final)
-                    if closes is None:
+                    if closes == NEED:
                         parts.append(text[pos:i])
-                        return i, _MORE  # what follows the quote decides whether it closes
-                    if not closes:
+                        return i, NEED  # what follows the quote decides whether it closes
+                    if closes == NO:
                         parts.append(text[pos:i] + "\\" + quote)  # a quote inside the string
                         pos = i + 1
                         continue
@@ -469,7 +469,7 @@ class PythonicDriver(DriverBase):
             m = _STRUCT.search(text, pos)
             if m is None:
                 parts.append(text[pos:])
-                return n, _MORE
+                return n, NEED
             i = m.start()
             c = text[i]
             if c == "'" or c == '"':
@@ -479,7 +479,7 @@ class PythonicDriver(DriverBase):
                     pos = i + 3
                 elif not final and n - i < 3 and (c * 3).startswith(text[i:]):
                     parts.append(text[pos:i])  # "'" or "''" at the chunk end: maybe a triple quote
-                    return i, _MORE
+                    return i, NEED
                 else:
                     self._quote = c
                     parts.append(text[pos : i + 1])
@@ -498,8 +498,8 @@ class PythonicDriver(DriverBase):
                     pos = i + 1
                 else:
                     parts.append(text[pos:i])
-                    return i, _BAD
+                    return i, NO
             else:
                 parts.append(text[pos:i])
-                return (i, _END) if c in ",)" else (i, _BAD)
-        return pos, _MORE
+                return (i, YES) if c in ",)" else (i, NO)
+        return pos, NEED

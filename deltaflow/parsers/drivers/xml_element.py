@@ -441,7 +441,7 @@ class XmlElementDriver(DriverBase):
         else:
             self._vscalar += piece
         verdict = tentative(self._plan, self._vscalar)
-        if verdict is Tentative.MAYBE:
+        if verdict is Tentative.NEED:
             return
         self._vscalar = ""
         if verdict is Tentative.WHOLE:

@@ -781,7 +781,7 @@ class XmlFunctionDriver(DriverBase):
         else:
             self._vscalar += self._parts[-1]
         verdict = tentative(self._plan, self._vscalar)
-        if verdict is Tentative.MAYBE:
+        if verdict is Tentative.NEED:
             return
         self._vscalar = ""
         if verdict is Tentative.WHOLE:

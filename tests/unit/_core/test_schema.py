@@ -224,22 +224,22 @@ def test_tentative_examples() -> None:
     obj = plan_for_schema({"type": ["string", "object"]})
     nullable = plan_for_schema({"type": ["string", "null"]})
     assert tentative(STRING_PLAN, "") is Tentative.NO
-    assert tentative(integer, "  ") is Tentative.MAYBE
-    assert tentative(integer, "-") is Tentative.MAYBE
-    assert tentative(integer, "12.5e") is Tentative.MAYBE
-    assert tentative(integer, "12 ") is Tentative.MAYBE
+    assert tentative(integer, "  ") is Tentative.NEED
+    assert tentative(integer, "-") is Tentative.NEED
+    assert tentative(integer, "12.5e") is Tentative.NEED
+    assert tentative(integer, "12 ") is Tentative.NEED
     assert tentative(integer, "12 x") is Tentative.NO
     assert tentative(integer, "x") is Tentative.NO
     assert tentative(integer, "1" * (SCALAR_MAX + 1)) is Tentative.NO
     assert tentative(obj, ' {"a') is Tentative.WHOLE
     assert tentative(obj, "[") is Tentative.NO  # an array is not an object, and "[" is no string start of one
-    assert tentative(nullable, "Nu") is Tentative.MAYBE
-    assert tentative(nullable, "NULL") is Tentative.MAYBE
+    assert tentative(nullable, "Nu") is Tentative.NEED
+    assert tentative(nullable, "NULL") is Tentative.NEED
     assert tentative(nullable, "nul ") is Tentative.NO
-    assert tentative(nullable, "Non") is Tentative.MAYBE
+    assert tentative(nullable, "Non") is Tentative.NEED
     assert tentative(nullable, "none") is Tentative.NO
-    assert tentative(plan_for_schema({"type": "boolean"}), "FAL") is Tentative.MAYBE
-    assert tentative(JSON_PLAN, "tr") is Tentative.MAYBE
+    assert tentative(plan_for_schema({"type": "boolean"}), "FAL") is Tentative.NEED
+    assert tentative(JSON_PLAN, "tr") is Tentative.NEED
     assert tentative(JSON_PLAN, "Tr") is Tentative.NO
     assert tentative(JSON_PLAN, '"') is Tentative.WHOLE
 

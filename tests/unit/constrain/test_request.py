@@ -69,9 +69,9 @@ def calls_of(text: str, dialect: str, tools: list[dict[str, Any]] = TOOLS) -> li
 
 @contextlib.contextmanager
 def _scratch_dialect() -> Iterator[str]:
-    """A registered dialect with no constraint layout (removed afterwards)."""
+    """A registered dialect with no constraint layout (Hermes' parser without its format; removed afterwards)."""
     hermes = registry.get_tool_dialect("hermes")
-    d = registry.register_tool_dialect(dataclasses.replace(hermes, name="scratch_no_layout"))
+    d = registry.register_tool_dialect(dataclasses.replace(hermes, name="scratch_no_layout", format=None))
     try:
         yield d.name
     finally:
