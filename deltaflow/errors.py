@@ -11,6 +11,8 @@ A name without a module is importable from ``deltaflow``::
      ├── ToolSpecError (ValueError)               a request ``tools`` entry that is not a valid tool
      ├── ToolChoiceError (ValueError)             an invalid ``tool_choice``, or one naming a function not in the tools
      ├── UnsupportedConstraintError (ValueError)  a tool constraint the dialect cannot express
+     ├── TemplateError (ValueError)               deltaflow.prompt.template: a template that fails to compile or raises
+     │    └── TemplateNotFoundError               deltaflow.prompt.template: no template in a model folder
      ├── StateError (RuntimeError)                API misuse, e.g. feeding after the final chunk
      ├── StageError                               a stage (or the source) of a pipeline failed (``__cause__``: why)
      └── EngineIdleError (TimeoutError)           deltaflow.server.limits: the engine was silent past the idle timeout
