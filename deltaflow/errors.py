@@ -13,6 +13,7 @@ A name without a module is importable from ``deltaflow``::
      ├── UnsupportedConstraintError (ValueError)  a tool constraint the dialect cannot express
      ├── TemplateError (ValueError)               deltaflow.prompt.template: a template that fails to compile or raises
      │    └── TemplateNotFoundError               deltaflow.prompt.template: no template in a model folder
+     ├── RequestError (ValueError)                deltaflow.prompt.readers.errors: a request body its API refuses
      ├── StateError (RuntimeError)                API misuse, e.g. feeding after the final chunk
      ├── StageError                               a stage (or the source) of a pipeline failed (``__cause__``: why)
      └── EngineIdleError (TimeoutError)           deltaflow.server.limits: the engine was silent past the idle timeout
