@@ -30,6 +30,13 @@ from .pipeline.sync import ResponseParser as ResponseParser
 from .pipeline.sync import accumulate as accumulate
 from .pipeline.sync import parse_complete as parse_complete
 from .presets import UnknownModelError as UnknownModelError
+from .prompt.readers import RequestError as RequestError
+from .prompt.render import PromptError as PromptError
+from .prompt.render import PromptModel as PromptModel
+from .prompt.render import RenderedPrompt as RenderedPrompt
+from .prompt.render import render_prompt as render_prompt
+from .prompt.template import ChatTemplate as ChatTemplate
+from .prompt.template import TemplateError as TemplateError
 from .request import PreparedRequest as PreparedRequest
 from .request import ToolChoiceError as ToolChoiceError
 from .request import ToolConstraint as ToolConstraint
@@ -48,6 +55,7 @@ except _PackageNotFoundError:  # pragma: no cover - running from a tree that was
 __all__ = (
     "AsyncStage",
     "ChatMessage",
+    "ChatTemplate",
     "DeltaFunctionCall",
     "DeltaMessage",
     "DeltaStream",
@@ -57,10 +65,15 @@ __all__ = (
     "FunctionCall",
     "Pipeline",
     "PreparedRequest",
+    "PromptError",
+    "PromptModel",
     "ReasoningSigner",
+    "RenderedPrompt",
+    "RequestError",
     "ResponseParser",
     "StageError",
     "StateError",
+    "TemplateError",
     "TokenChunk",
     "ToolCall",
     "ToolChoiceError",
@@ -75,6 +88,7 @@ __all__ = (
     "normalize_tools",
     "parse_complete",
     "prepare_request",
+    "render_prompt",
     "stream",
 )
 

@@ -8,6 +8,9 @@ Commands:
                                          --signing-key (or $DELTAFLOW_SIGNING_KEY)
     deltaflow parse [FILE|-] [options]   parse a model output (the bundled sample when FILE is omitted)
     deltaflow parsers                    list the registered tool and reasoning parsers
+    deltaflow render REQUEST.json --model DIR [--protocol chat|responses|messages] [--tokens] [--date D]
+                                         print the prompt a request renders to with the model's chat
+                                         template (exactly, nothing else on stdout), or its token ids
 
 Exit status: 0 on success, 2 on a usage error (bad option, unknown parser,
 unreadable or invalid input file), 1 on an unexpected failure.
@@ -145,6 +148,29 @@ def _build_parser() -> argparse.ArgumentParser:
     d.add_argument("--replay", metavar="DIR", help="a folder of your own transcripts (NAME.txt + NAME.json)")
     d.add_argument("--tokens-per-second", type=float, default=200.0, metavar="N", help="replay rate (0: no delay)")
     d.add_argument("--no-color", action="store_true", help="plain output")
+
+    r = sub.add_parser(
+        "render",
+        help="print the prompt a request renders to",
+        description=(
+            "Render a request body (OpenAI Chat, OpenAI Responses or Anthropic Messages) with a model's chat "
+            "template, exactly as transformers renders it, and print the prompt (or its token ids) on stdout."
+        ),
+    )
+    r.add_argument("request", metavar="REQUEST.json", help="the request body ('-': standard input)")
+    r.add_argument("--model", metavar="DIR", required=True, help="the model folder (chat template, tokenizer)")
+    r.add_argument(
+        "--protocol",
+        choices=("chat", "responses", "messages"),
+        default=None,
+        help="the request's API (default: responses when the body has 'input', else chat)",
+    )
+    r.add_argument("--tokens", action="store_true", help="print the token ids (JSON list) instead of the text")
+    r.add_argument("--date", metavar="YYYY-MM-DD", default=None, help="the date strftime_now sees (default: today)")
+    r.add_argument("--chat-template", metavar="FILE", default=None, help="a template file instead of the folder's")
+    r.add_argument(
+        "--no-generation-prompt", action="store_true", help="do not end with the assistant turn's opener"
+    )
 
     s = sub.add_parser(
         "serve",
@@ -304,6 +330,43 @@ def _cmd_parsers(stdout: TextIO) -> int:
     return 0
 
 
+def _cmd_render(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
+    import datetime as dt
+
+    from .prompt.render import PromptModel, Protocol
+
+    raw = _read_text(args.request, stdin)
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise _UsageError(f"{args.request} is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise _UsageError(f"{args.request} must hold a JSON object (a request body)")
+    date = None
+    if args.date is not None:
+        try:
+            date = dt.datetime.strptime(args.date, "%Y-%m-%d")
+        except ValueError:
+            raise _UsageError(f"--date must be YYYY-MM-DD, got {args.date!r}") from None
+    protocol: Protocol = args.protocol or ("responses" if "input" in body and "messages" not in body else "chat")
+    if not os.path.isdir(args.model):
+        raise _UsageError(f"--model {args.model}: not a folder (a model folder holds its chat template)")
+    model = PromptModel.from_folder(args.model, template_file=args.chat_template, tokenizer=args.tokens)
+    from .prompt.render import render_prompt
+
+    if args.tokens and model.tokenizer is None:
+        raise _UsageError(f"--tokens: {args.model} has no tokenizer.json")
+    prompt = render_prompt(
+        body, model=model, protocol=protocol, add_generation_prompt=not args.no_generation_prompt, date=date,
+        tokens=args.tokens,
+    )
+    if args.tokens:
+        stdout.write(json.dumps(prompt.token_ids) + "\n")
+    else:
+        stdout.write(prompt.text)
+    return 0
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     import logging
 
@@ -361,6 +424,8 @@ def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None, stdo
             )
         if args.command == "serve":
             return _cmd_serve(args)
+        if args.command == "render":
+            return _cmd_render(args, stdin, stdout)
         return _cmd_parse(args, stdin, stdout)
     except (_UsageError, DeltaflowError, ValueError) as exc:
         sys.stderr.write(f"deltaflow: error: {exc}\n")

@@ -11,9 +11,13 @@ A name without a module is importable from ``deltaflow``::
      ├── ToolSpecError (ValueError)               a request ``tools`` entry that is not a valid tool
      ├── ToolChoiceError (ValueError)             an invalid ``tool_choice``, or one naming a function not in the tools
      ├── UnsupportedConstraintError (ValueError)  a tool constraint the dialect cannot express
-     ├── TemplateError (ValueError)               deltaflow.prompt.template: a template that fails to compile or raises
-     │    └── TemplateNotFoundError               deltaflow.prompt.template: no template in a model folder
-     ├── RequestError (ValueError)                deltaflow.prompt.readers.errors: a request body its API refuses
+     ├── RequestError (ValueError)                a request body its API refuses (its error body, the field's path)
+     ├── PromptError (ValueError)                 a conversation the model's chat template cannot express
+     ├── TemplateError (ValueError)               a chat template that fails to compile, or raised while rendering
+     │    └── TemplateNotFoundError               deltaflow.prompt.template: no chat template in a model folder
+     ├── PlaceholderOverflowError (ValueError)    deltaflow.prompt.protect: too many distinct protected texts
+     ├── UnsupportedTokenizerError (ValueError)   deltaflow.prompt.tokenize: a tokenizer we cannot tokenize safely
+     ├── UpstreamError                            deltaflow.gateway.upstream: the upstream engine failed (kind, status)
      ├── StateError (RuntimeError)                API misuse, e.g. feeding after the final chunk
      ├── StageError                               a stage (or the source) of a pipeline failed (``__cause__``: why)
      └── EngineIdleError (TimeoutError)           deltaflow.server.limits: the engine was silent past the idle timeout

@@ -25,7 +25,8 @@ call left unanswered is accepted; tool call ids are any non-empty string.
 The same conversation read from any API is the same value, up to what an
 API cannot say: only Anthropic carries thinking signatures and
 ``is_error``, only Responses ``encrypted_content``, only Chat a tool
-result's ``name``, ``seed`` and ``chat_template_kwargs``.
+result's ``name`` and ``seed``. ``chat_template_kwargs`` (vLLM's and
+SGLang's Chat extension) is read from all three.
 """
 
 from __future__ import annotations

@@ -273,4 +273,6 @@ def _options(c: Checks, body: Mapping[str, Any]) -> GenerationOptions:
         stop=stop_sequences(c, stop, "stop_sequences"),
         thinking=thinking,
         thinking_budget=budget,
+        # a deltaflow extension here (vLLM and SGLang take it on Chat): the template variables
+        chat_template_kwargs=c.template_kwargs(body.get("chat_template_kwargs"), "chat_template_kwargs"),
     )

@@ -130,6 +130,8 @@ def read_responses(body: Any) -> Conversation:
         temperature=c.opt_number(body.get("temperature"), "temperature", 0, 2),
         top_p=c.opt_number(body.get("top_p"), "top_p", 0, 1),
         reasoning_effort=effort,
+        # a deltaflow extension here (vLLM and SGLang take it on Chat): the template variables
+        chat_template_kwargs=c.template_kwargs(body.get("chat_template_kwargs"), "chat_template_kwargs"),
     )
     return finish(
         turns, tools=tools, strict=strict, choice=tool_choice(c, mode, allowed, parallel, tools), options=options
