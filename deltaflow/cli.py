@@ -179,6 +179,24 @@ def _build_parser() -> argparse.ArgumentParser:
             "Serve /v1/chat/completions, /v1/responses, /v1/messages, /v1/models and /v1/ws over a replay engine."
         ),
     )
+    g = s.add_argument_group(
+        "gateway", "serve a model through an upstream engine instead of the replay engine"
+    )
+    g.add_argument("--upstream", metavar="URL", help="the engine's root URL (llama.cpp, vLLM, SGLang, Ollama, TGI)")
+    g.add_argument("--model", metavar="DIR", help="the model folder: chat template and tokenizer (with --upstream)")
+    g.add_argument(
+        "--upstream-kind",
+        choices=("llamacpp", "openai", "sglang", "ollama", "tgi"),
+        default=None,
+        help="the upstream's API (default: detected; llama.cpp answers /props)",
+    )
+    g.add_argument("--served-model-name", metavar="NAME", help="the model id clients use (default: the folder's name)")
+    g.add_argument("--tool-parser", metavar="NAME", help="the tool dialect (default: the model's preset)")
+    g.add_argument("--reasoning-parser", metavar="NAME", help="the reasoning dialect (default: the model's preset)")
+    g.add_argument("--chat-template", metavar="FILE", help="a chat template file instead of the folder's")
+    g.add_argument("--context-length", type=_positive_int, metavar="N", help="prompt + answer limit in tokens")
+    g.add_argument("--max-tokens", type=_positive_int, metavar="N", help="the answer's limit when a request gives none")
+    g.add_argument("--config", metavar="FILE", help="a TOML file of several models (see deltaflow.gateway.config)")
     s.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
     s.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
     s.add_argument("--replay", metavar="DIR", help="a folder of transcripts: NAME.txt + optional NAME.json")
@@ -367,6 +385,44 @@ def _cmd_render(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> int:
     return 0
 
 
+def _gateway_engine(args: argparse.Namespace) -> Any:
+    """The gateway engine the serve flags describe, or None (the replay engine)."""
+    gateway_flags = ("model", "upstream_kind", "served_model_name", "chat_template", "context_length", "max_tokens")
+    if args.upstream is None and args.config is None:
+        given = [f"--{f.replace('_', '-')}" for f in gateway_flags if getattr(args, f) is not None]
+        if given:
+            raise _UsageError(f"{', '.join(given)} need --upstream URL (or --config FILE)")
+        return None
+    if args.replay is not None:
+        raise _UsageError("--replay serves transcripts; it cannot be combined with --upstream or --config")
+    import anyio
+
+    from .gateway.config import GatewayConfig, ModelConfig, build_engine, load_config
+
+    if args.config is not None:
+        if args.upstream is not None or args.model is not None:
+            raise _UsageError("--config FILE describes the models; leave out --upstream and --model")
+        config = load_config(args.config)
+    else:
+        if args.model is None:
+            raise _UsageError("--upstream needs --model DIR (the folder with the chat template and tokenizer)")
+        try:
+            config = GatewayConfig(models=[ModelConfig(
+                name=args.served_model_name,
+                upstream=args.upstream,
+                upstream_kind=args.upstream_kind,
+                model=args.model,
+                chat_template=args.chat_template,
+                tool_parser=args.tool_parser,
+                reasoning_parser=args.reasoning_parser,
+                context_length=args.context_length,
+                max_tokens=args.max_tokens,
+            )])
+        except ValueError as exc:
+            raise _UsageError(f"--upstream {args.upstream!r}: {exc}") from None
+    return anyio.run(build_engine, config)
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     import logging
 
@@ -377,7 +433,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     level = getattr(logging, args.log_level.upper())
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
-    engine = ReplayEngine(args.replay, tokens_per_second=args.tokens_per_second)
+    engine: Any = _gateway_engine(args)
+    if engine is None:
+        engine = ReplayEngine(args.replay, tokens_per_second=args.tokens_per_second)
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
     signing_key = args.signing_key if args.signing_key is not None else os.environ.get(SIGNING_KEY_ENV) or None
     if signing_key == "":

@@ -18,6 +18,8 @@ A name without a module is importable from ``deltaflow``::
      ├── PlaceholderOverflowError (ValueError)    deltaflow.prompt.protect: too many distinct protected texts
      ├── UnsupportedTokenizerError (ValueError)   deltaflow.prompt.tokenize: a tokenizer we cannot tokenize safely
      ├── UpstreamError                            deltaflow.gateway.upstream: the upstream engine failed (kind, status)
+     ├── PlanError (ValueError)                   deltaflow.gateway.engine: a request the gateway cannot serve as asked
+     ├── ConfigError (ValueError)                 deltaflow.gateway.config: an invalid gateway configuration
      ├── StateError (RuntimeError)                API misuse, e.g. feeding after the final chunk
      ├── StageError                               a stage (or the source) of a pipeline failed (``__cause__``: why)
      └── EngineIdleError (TimeoutError)           deltaflow.server.limits: the engine was silent past the idle timeout

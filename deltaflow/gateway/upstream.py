@@ -15,7 +15,7 @@ put the upstream's credentials or URL into an error a client sees: an
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -38,9 +38,10 @@ ConstraintForm = Literal["gbnf", "lark", "structural_tag", "ebnf"]
 llguidance Lark (``%llguidance``), XGrammar's structural tag (vLLM, SGLang), SGLang's EBNF."""
 
 UpstreamErrorKind = Literal["connect", "timeout", "status", "protocol", "closed"]
-"""``connect``: the upstream could not be reached; ``timeout``: it did not answer in time; ``status``:
-it answered with an HTTP error; ``protocol``: its answer was not what its API documents; ``closed``:
-the stream ended without its final event."""
+"""``connect``: the upstream could not be reached; ``timeout``: it did not answer in time;
+``status``: it answered with an HTTP error, or sent an error object inside its stream;
+``protocol``: its answer was not what its API documents; ``closed``: the stream ended without its
+final event."""
 
 
 class UpstreamError(DeltaflowError):
@@ -68,6 +69,11 @@ class UpstreamError(DeltaflowError):
         self.status = status
         self.before_first_byte = before_first_byte
         self.message = message
+
+    @property
+    def http_status(self) -> int:
+        """What the gateway answers: 504 when the upstream timed out, else 502 (bad gateway)."""
+        return 504 if self.kind == "timeout" else 502
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,7 @@ class Upstream(Protocol):
     constraint_forms: tuple[ConstraintForm, ...]
     """The constraint forms it accepts, preferred first (``()``: it cannot constrain)."""
 
-    def generate(self, request: UpstreamRequest) -> AsyncIterator[TokenChunk]:
+    def generate(self, request: UpstreamRequest) -> AsyncGenerator[TokenChunk, None]:
         """Stream one generation; closing the iterator early closes the upstream request.
 
         Raises:

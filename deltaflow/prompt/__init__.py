@@ -8,12 +8,16 @@ the model's own chat template in the Jinja environment transformers uses
 (:mod:`.template`, byte for byte), and tokenized so that only the template's
 own markers become control tokens (:mod:`.protect`, :mod:`.tokenize`).
 :mod:`.render` ties them together: :class:`PromptModel` (a model folder's
-template, tokenizer and parsers) and :func:`render_prompt`.
+template, tokenizer and parsers) and :func:`render_prompt`. gpt-oss is
+prompted in Harmony instead of a template (:mod:`.harmony`, token for token
+what openai-harmony renders).
 """
 
 from .capabilities import TemplateCapabilities as TemplateCapabilities
 from .capabilities import reasoning_left_open as reasoning_left_open
 from .conversation import Conversation as Conversation
+from .harmony import render_conversation_harmony as render_conversation_harmony
+from .harmony import render_harmony as render_harmony
 from .messages import template_messages as template_messages
 from .messages import template_tools as template_tools
 from .protect import Protector as Protector
@@ -55,6 +59,8 @@ __all__ = (
     "read_messages",
     "read_responses",
     "reasoning_left_open",
+    "render_conversation_harmony",
+    "render_harmony",
     "render_prompt",
     "template_messages",
     "template_tools",

@@ -52,7 +52,7 @@ from .conversation import AssistantTurn, Conversation, ToolResult
 from .messages import template_messages, template_tools
 from .protect import Protector
 from .readers import read_chat, read_messages, read_responses
-from .template import ChatTemplate, load_chat_template
+from .template import ChatTemplate, TemplateNotFoundError, load_chat_template
 
 if TYPE_CHECKING:
     from .tokenize import PromptTokenizer
@@ -118,7 +118,8 @@ class PromptModel:
 
     Attributes:
         name: the model's name (for messages).
-        template: its chat template.
+        template: its chat template (None for a Harmony model without one:
+            gpt-oss is rendered by :mod:`deltaflow.prompt.harmony`).
         tokenizer: its prompt tokenizer, or None (the engine tokenizes strings).
         tool_parser: the tool dialect of its output, or None.
         reasoning_parser: the reasoning dialect of its output, or None.
@@ -128,7 +129,7 @@ class PromptModel:
     """
 
     name: str
-    template: ChatTemplate
+    template: ChatTemplate | None
     tokenizer: PromptTokenizer | None = None
     tool_parser: str | None = None
     reasoning_parser: str | None = None
@@ -169,15 +170,20 @@ class PromptModel:
             UnknownParserError: a parser name that is not registered.
         """
         path = Path(folder)
-        template = load_chat_template(path, name=template_name, file=template_file)
+        model_name = name or path.resolve().name
+        if tool_parser is None and reasoning_parser is None:
+            tool_parser, reasoning_parser = _preset_parsers(path, model_name)
+        try:
+            template: ChatTemplate | None = load_chat_template(path, name=template_name, file=template_file)
+        except TemplateNotFoundError:
+            if not _is_harmony(tool_parser, reasoning_parser):
+                raise
+            template = None  # gpt-oss: Harmony's own rules render it
         tok: PromptTokenizer | None = None
         if tokenizer and any((path / f).is_file() for f in ("tokenizer.json", "tokenizer.json.gz")):
             from .tokenize import load_prompt_tokenizer
 
             tok = load_prompt_tokenizer(path)
-        model_name = name or path.resolve().name
-        if tool_parser is None and reasoning_parser is None:
-            tool_parser, reasoning_parser = _preset_parsers(path, model_name)
         if tool_parser is not None:
             registry.get_tool_dialect(tool_parser)
         if reasoning_parser is not None:
@@ -185,8 +191,19 @@ class PromptModel:
         return cls(model_name, template, tok, tool_parser, reasoning_parser, strict)
 
     @property
+    def harmony(self) -> bool:
+        """Whether the model is prompted in Harmony (gpt-oss: the ``openai`` dialects), not with a template."""
+        return _is_harmony(self.tool_parser, self.reasoning_parser)
+
+    @property
     def capabilities(self) -> TemplateCapabilities:
-        """What the model's template renders (probed once)."""
+        """What the model's template renders (probed once).
+
+        Raises:
+            ValueError: the model has no template (a Harmony model).
+        """
+        if self.template is None:
+            raise ValueError(f"model {self.name!r} has no chat template (it is rendered in Harmony)")
         return self.template.capabilities
 
     def render(
@@ -209,20 +226,29 @@ class PromptModel:
             PromptError: the template cannot express part of the conversation.
             TemplateError: the template raised (its own message).
         """
-        caps = self.capabilities
+        if self.harmony:
+            from .harmony import render_conversation_harmony
+
+            return render_conversation_harmony(
+                conversation, self.tokenizer if tokens else None, add_generation_prompt=add_generation_prompt, date=date
+            )
+        template = self.template
+        if template is None:
+            raise ValueError(f"model {self.name!r} has no chat template")
+        caps = template.capabilities
         self._check(conversation, caps)
         messages = template_messages(conversation, developer_role=caps.developer, system_role=caps.system)
         if not caps.object_arguments:
             messages = [_string_arguments(m) for m in messages]
         tools = template_tools(conversation)
-        kwargs, thinking = _template_kwargs(conversation, self.template.variables)
+        kwargs, thinking = _template_kwargs(conversation, template.variables)
         protector: Protector | None = None
         if self.tokenizer is not None and tokens:
             protector = Protector(self.tokenizer.added_token_texts)
             messages = protector.protect_messages(messages)
             if tools is not None:
                 tools = protector.protect(tools)
-        text = self.template.render(
+        text = template.render(
             messages, tools=tools, add_generation_prompt=add_generation_prompt, date=date, **kwargs
         )
         spans: tuple[tuple[int, int], ...] = ()
@@ -271,6 +297,10 @@ class PromptModel:
         tail = text[max(cut, 0) :]
         start = tail.rfind(d.start)
         return False if start >= 0 and d.end in tail[start:] else None
+
+
+def _is_harmony(tool_parser: str | None, reasoning_parser: str | None) -> bool:
+    return reasoning_parser == "openai_gptoss" or tool_parser == "openai"
 
 
 def _preset_parsers(folder: Path, name: str) -> tuple[str | None, str | None]:

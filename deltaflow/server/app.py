@@ -37,6 +37,7 @@ the two cannot disagree.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
@@ -75,20 +76,35 @@ _request_ids = itertools.count(1)
 
 
 class BadRequest(Exception):
-    """A client error: message, HTTP status and OpenAI error code (None: the error type)."""
+    """A client error: message, HTTP status, OpenAI error code (None: the error type) and parameter."""
 
-    def __init__(self, message: str, status: int = 400, code: str | None = None) -> None:
+    def __init__(self, message: str, status: int = 400, code: str | None = None, param: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
+        self.param = param
 
 
-def _error_body(protocol: str, status: int, message: str, code: str | None = None) -> dict[str, Any]:
+def _error_body(
+    protocol: str, status: int, message: str, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
     """The protocol's error body; the error type comes from the status (``ERROR_TYPES``)."""
     if protocol == "messages":
         return {"type": "error", "error": {"type": anthropic_error_type(status), "message": message}}
     kind = openai_error_type(status)
-    return {"error": {"message": message, "type": kind, "param": None, "code": code or kind}}
+    return {"error": {"message": message, "type": kind, "param": param, "code": code or kind}}
+
+
+def _client_error(exc: BaseException) -> BadRequest | None:
+    """A planning engine's refusal as a client error: an exception with a 4xx ``status``, or a
+    deltaflow ``ValueError`` (an invalid request, a template that raised); None for anything else."""
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and 400 <= status < 500:
+        return BadRequest(str(getattr(exc, "message", None) or exc), status, getattr(exc, "code", None),
+                          getattr(exc, "param", None))
+    if isinstance(exc, DeltaflowError) and isinstance(exc, ValueError):
+        return BadRequest(str(exc))
+    return None
 
 
 # kind -> (HTTP status, OpenAI code); the error types come from the status.
@@ -206,6 +222,8 @@ class _Prepared(msgspec.Struct, kw_only=True):
     enable_thinking: bool | None
     streaming: bool
     reasoning_summary: bool = False
+    reasoning_starts_open: bool | None = None
+    plan: Any = None
 
 
 class DeltaflowApp:
@@ -298,6 +316,29 @@ class DeltaflowApp:
             streaming = False
         if not isinstance(streaming, bool):
             raise BadRequest(f"'stream' must be a boolean, got {_short(streaming)}")
+        planner = getattr(self.engine, "plan", None)
+        if callable(planner):
+            request = EngineRequest(model=info.id, protocol=protocol, body=body, tools=tools, stream=streaming)
+            try:
+                plan = planner(request)
+            except Exception as exc:
+                refusal = _client_error(exc)
+                if refusal is None:
+                    raise
+                raise refusal from exc
+            starts_open = getattr(plan, "reasoning_starts_open", None)
+            return _Prepared(
+                protocol=protocol,
+                body=body,
+                info=info,
+                tools=tools,
+                tool_parser=info.tool_parser if getattr(plan, "tools_on", not tool_off) else None,
+                enable_thinking=getattr(plan, "enable_thinking", thinking),
+                streaming=streaming,
+                reasoning_summary=summary,
+                reasoning_starts_open=starts_open if isinstance(starts_open, bool) else None,
+                plan=plan,
+            )
         return _Prepared(
             protocol=protocol,
             body=body,
@@ -310,7 +351,9 @@ class DeltaflowApp:
         )
 
     def opener(self, p: _Prepared) -> Callable[[], AbstractAsyncContextManager[DeltaStream]]:
-        request = EngineRequest(model=p.info.id, protocol=p.protocol, body=p.body, tools=p.tools, stream=p.streaming)
+        request = EngineRequest(
+            model=p.info.id, protocol=p.protocol, body=p.body, tools=p.tools, stream=p.streaming, plan=p.plan
+        )
         tools = [{"name": t.name, "parameters": t.parameters} for t in p.tools] if p.tools is not None else None
 
         def open_stream() -> AbstractAsyncContextManager[DeltaStream]:
@@ -325,6 +368,7 @@ class DeltaflowApp:
                 reasoning_parser=p.info.reasoning_parser,
                 tools=tools,
                 enable_thinking=p.enable_thinking,
+                reasoning_starts_open=p.reasoning_starts_open,
                 tokenizer=p.info.tokenizer,
                 tool_calls_in_reasoning=self.tool_calls_in_reasoning,
                 prefetch=0,
@@ -399,7 +443,8 @@ def _route(app_state: DeltaflowApp, protocol: str) -> Callable[[Request], Any]:
             p = app_state.prepare(protocol, raw)
         except BadRequest as exc:
             _log.info("bad_request", protocol=protocol, error=str(exc))
-            return JSONResponse(_error_body(protocol, exc.status, str(exc), exc.code), status_code=exc.status)
+            body = _error_body(protocol, exc.status, str(exc), exc.code, exc.param)
+            return JSONResponse(body, status_code=exc.status)
         slots = app_state.slots
         if not slots.try_acquire():
             _log.warning("too_many_streams", protocol=protocol, limit=slots.limit)
@@ -590,13 +635,41 @@ def create_app(
             state.slots.release()
         await ws.close(code=1011 if failed else 1000)
 
+    async def healthz(request: Request) -> Response:
+        # Unauthenticated, like a load balancer's probe: it says only whether the upstreams answer.
+        check = getattr(eng, "health", None)
+        if check is None:
+            return JSONResponse({"status": "ok"})
+        upstreams = await check()
+        ok = all(upstreams.values())
+        return JSONResponse({"status": "ok" if ok else "degraded", "upstreams": upstreams},
+                            status_code=200 if ok else 503)
+
+    async def metrics(request: Request) -> Response:
+        if not state.authorized(request.headers, "chat.completions"):
+            return _limit_response("chat.completions", "auth", _auth_message("authorization" in request.headers,
+                                                                             "chat.completions"))
+        text, content_type = eng.metrics_text()  # type: ignore[attr-defined]
+        return Response(text, media_type=content_type)
+
     routes = [
         Route("/v1/chat/completions", _route(state, "chat.completions"), methods=["POST"]),
         Route("/v1/responses", _route(state, "responses"), methods=["POST"]),
         Route("/v1/messages", _route(state, "messages"), methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         WebSocketRoute("/v1/ws", websocket),
+        Route("/healthz", healthz, methods=["GET"]),
     ]
-    app = Starlette(routes=routes)
+    if callable(getattr(eng, "metrics_text", None)):
+        routes.append(Route("/metrics", metrics, methods=["GET"]))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        close = getattr(eng, "aclose", None)
+        if callable(close):
+            await close()  # the upstreams' pooled connections
+
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.state.deltaflow = state
     return app

@@ -23,7 +23,15 @@ import anyio
 from ..items import TokenChunk
 from ..tools import ToolSpec
 
-__all__ = ("Engine", "EngineRequest", "FunctionEngine", "ModelInfo", "ReplayEngine", "load_tokenizer_file")
+__all__ = (
+    "Engine",
+    "EngineRequest",
+    "FunctionEngine",
+    "ModelInfo",
+    "PlanningEngine",
+    "ReplayEngine",
+    "load_tokenizer_file",
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,8 @@ class EngineRequest:
         tools: the validated tools, or None.
         stream: the client streams the answer (False: it waits for the whole
             body, so an engine need not pace its output).
+        plan: what a planning engine's ``plan(request)`` returned for this
+            request before the response started (None for other engines).
     """
 
     model: str
@@ -63,6 +73,7 @@ class EngineRequest:
     body: dict[str, Any] = field(default_factory=dict)
     tools: tuple[ToolSpec, ...] | None = None
     stream: bool = True
+    plan: Any = None
 
 
 class Engine(Protocol):
@@ -74,6 +85,22 @@ class Engine(Protocol):
 
     def generate(self, request: EngineRequest) -> AsyncIterator[Any]:
         """The raw output chunks for one request."""
+        ...
+
+
+class PlanningEngine(Engine, Protocol):
+    """An engine that decides, before the response starts, how it will answer (the gateway).
+
+    The server calls ``plan(request)`` while it can still answer with a plain
+    error: an exception there with an HTTP ``status`` attribute of 400-499
+    (or a ``ValueError`` of deltaflow's) is a client error in the protocol's
+    shape. The plan is handed back in ``EngineRequest.plan``; its
+    ``tools_on``, ``enable_thinking`` and ``reasoning_starts_open`` attributes
+    (when present) configure the response's parsers.
+    """
+
+    def plan(self, request: EngineRequest) -> Any:
+        """Decide how to answer ``request`` (raises for a request it cannot serve)."""
         ...
 
 

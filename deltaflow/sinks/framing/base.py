@@ -82,7 +82,18 @@ def now() -> int:
 
 
 def error_message(exc: BaseException) -> str:
-    """A client-safe one-line description of a failure."""
+    """A client-safe one-line description of a failure.
+
+    A failure that declares its own ``http_status`` somewhere in the ``__cause__`` chain (the
+    gateway's upstream errors, whose messages are written to be shown) is described by its own
+    message alone."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(getattr(seen, "http_status", None), int) and str(seen):
+            return str(seen)
+        seen = seen.__cause__
     cause = exc.__cause__
     text = str(exc) or type(exc).__name__
     if cause is not None and str(cause) and str(cause) not in text:
@@ -114,12 +125,16 @@ def openai_error_type(status: int) -> str:
 
 
 def failure_status(exc: BaseException) -> int:
-    """The HTTP status a failure stands for: 504 for a timeout (the engine idle guard, or a
-    :class:`TimeoutError` the engine raised, anywhere in the ``__cause__`` chain), else 500."""
+    """The HTTP status a failure stands for: the ``http_status`` an exception in the ``__cause__``
+    chain declares (the gateway's upstream errors: 502, or 504 for a timeout), 504 for a timeout (the
+    engine idle guard, or a :class:`TimeoutError` the engine raised), else 500."""
     seen: BaseException | None = exc
     for _ in range(8):  # the pipeline wraps the original once or twice
         if seen is None:
             break
+        declared = getattr(seen, "http_status", None)
+        if isinstance(declared, int) and 500 <= declared < 600:
+            return declared
         if isinstance(seen, TimeoutError):
             return 504
         seen = seen.__cause__

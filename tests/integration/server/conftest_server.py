@@ -16,10 +16,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(app: Any) -> tuple[uvicorn.Server, threading.Thread, str]:
-    """Start ``app`` under uvicorn in a thread; returns the server, the thread and the base URL."""
+def start_server(app: Any, *, lifespan: str = "off") -> tuple[uvicorn.Server, threading.Thread, str]:
+    """Start ``app`` under uvicorn in a thread; returns the server, the thread and the base URL.
+
+    ``lifespan="on"`` runs the app's startup and shutdown (the gateway closes its upstream clients there)."""
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

@@ -142,6 +142,13 @@ def test_one_error_table() -> None:
     boom = StageError("source", "the source raised")
     boom.__cause__ = RuntimeError("x")
     assert (failure_status(idle), failure_status(boom)) == (504, 500)
+
+    class Upstream(Exception):
+        http_status = 502  # what the gateway's upstream errors declare
+
+    gone = StageError("source", "the source raised")
+    gone.__cause__ = Upstream("connection refused")
+    assert failure_status(gone) == 502
     events = AnthropicFramer("m", signer=SIGNER).error(idle) + AnthropicFramer("m", signer=SIGNER).error(boom)
     assert [json.loads(msgspec.json.encode(e.data))["error"]["type"] for e in events] == ["timeout_error", "api_error"]
     assert json.loads(msgspec.json.encode(ResponsesFramer("m").error(boom)[0].data))["code"] == "server_error"

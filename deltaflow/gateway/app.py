@@ -1,0 +1,53 @@
+"""The gateway as an ASGI app factory, for running several worker processes or replicas.
+
+``deltaflow serve --config FILE`` runs one process. For several::
+
+    DELTAFLOW_CONFIG=gateway.toml DELTAFLOW_SIGNING_KEY=... \\
+        uvicorn --factory deltaflow.gateway.app:create_gateway_app --workers 2 --port 8000
+
+Each worker builds its own engine from the same file; the gateway keeps
+per-stream state only, so any load balancer can spread requests over the
+workers or over replicas on several machines (one container per replica,
+the same configuration and signing key in each).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+from typing import Any
+
+import anyio
+
+from ..server import create_app
+from .config import ConfigError, GatewayConfig, build_engine, load_config
+
+__all__ = ("CONFIG_ENV", "create_gateway_app")
+
+CONFIG_ENV = "DELTAFLOW_CONFIG"
+
+
+def create_gateway_app(config: GatewayConfig | str | os.PathLike[str] | None = None, **options: Any) -> Any:
+    """Build the gateway's ASGI app from a configuration (default: the file ``$DELTAFLOW_CONFIG`` names).
+
+    Args:
+        config: the configuration, or a TOML file's path.
+        **options: :func:`~deltaflow.server.create_app` options; ``api_key`` and
+            ``signing_key`` default to ``$DELTAFLOW_API_KEY`` and ``$DELTAFLOW_SIGNING_KEY``.
+
+    Raises:
+        ConfigError: no configuration given, or an invalid one.
+    """
+    if config is None:
+        path = os.environ.get(CONFIG_ENV)
+        if not path:
+            raise ConfigError(f"no gateway configuration: set ${CONFIG_ENV} to a TOML file")
+        config = path
+    cfg = config if isinstance(config, GatewayConfig) else load_config(config)
+    # The probes are async; a factory may be called inside a running loop (uvicorn --factory): build
+    # the engine on a thread of its own.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        engine = pool.submit(anyio.run, build_engine, cfg).result()
+    options.setdefault("api_key", os.environ.get("DELTAFLOW_API_KEY") or None)
+    options.setdefault("signing_key", os.environ.get("DELTAFLOW_SIGNING_KEY") or None)
+    return create_app(engine, **options)

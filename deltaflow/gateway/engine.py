@@ -1,0 +1,402 @@
+"""The gateway engine: a request -> its prompt -> an upstream engine -> the text deltaflow parses.
+
+:class:`GatewayEngine` is an :class:`~deltaflow.server.Engine` the server
+(:func:`~deltaflow.server.create_app`) runs like any other, with one more
+step: :meth:`GatewayEngine.plan` runs before the response starts, so every
+client error is a 400 in the client's protocol, not a broken stream. A plan
+is the request read onto a :class:`~deltaflow.prompt.conversation.Conversation`
+(that API's reader, that API's error shape), rendered with the model's chat
+template and tokenized (:class:`~deltaflow.prompt.render.PromptModel`), its
+``tool_choice`` turned into a constraint the upstream takes (from
+:mod:`deltaflow.constrain`), its limits checked against the context length,
+and what the parser needs to know (thinking on or off, whether the prompt left
+reasoning open, tools off for ``tool_choice: "none"``).
+
+:meth:`GatewayEngine.generate` then streams the upstream's text; the
+model's end-of-turn marker that closes the answer (which an engine serving
+special tokens as text writes, e.g. ``<|im_end|>``) is dropped, whatever
+chunking it arrives in.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import structlog
+
+from ..constrain import ToolConstraint, prepare_request
+from ..errors import DeltaflowError
+from ..items import TokenChunk
+from ..parsers import registry
+from ..prompt.conversation import Conversation
+from ..prompt.readers import read_chat, read_messages, read_responses
+from ..prompt.render import PromptModel, RenderedPrompt
+from ..server.engine import EngineRequest, ModelInfo
+from .metrics import GatewayMetrics
+from .upstream import Upstream, UpstreamError, UpstreamRequest
+
+__all__ = ("GatewayEngine", "GatewayModel", "Plan", "PlanError")
+
+_log = structlog.get_logger("deltaflow.gateway")
+
+_READERS = {"chat.completions": read_chat, "responses": read_responses, "messages": read_messages}
+
+# End-of-turn texts that close an answer, beyond the tokenizer's eos token: one per family whose
+# template ends an assistant turn with a token other than its eos (left out when the tool dialect
+# uses the text as a marker of its own, as Harmony's <|call|> is).
+_TURN_ENDS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<｜end▁of▁sentence｜>", "<|endoftext|>")
+
+
+class PlanError(DeltaflowError, ValueError):
+    """A request the gateway cannot serve as asked (a 400 in the client's protocol).
+
+    Attributes:
+        status: the HTTP status (400).
+        code: an OpenAI-style error code (``context_length_exceeded``, ``tool_choice_unsupported`` ...).
+    """
+
+    def __init__(self, message: str, *, code: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+@dataclass(frozen=True)
+class GatewayModel:
+    """One served model: its prompt side, its upstream, and its limits.
+
+    Attributes:
+        name: the model id clients ask for.
+        prompt: the chat template, tokenizer and parsers.
+        upstream: the engine that generates for it.
+        context_length: the upstream's context window in tokens (prompt plus
+            generation), or None (not checked).
+        max_tokens: the generation limit when a request gives none (None: the
+            rest of the context window, else the upstream's default).
+        stop: end-of-turn texts that end generation and are dropped from the
+            answer's end (default: the tokenizer's eos token and the family's
+            turn-end token, as found in the tokenizer).
+        description: one line for ``GET /v1/models``.
+    """
+
+    name: str
+    prompt: PromptModel
+    upstream: Upstream
+    context_length: int | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] | None = None
+    description: str = ""
+
+    def stop_texts(self) -> tuple[str, ...]:
+        """The end-of-turn texts (see :attr:`stop`)."""
+        if self.stop is not None:
+            return self.stop
+        found: list[str] = []
+        template = self.prompt.template
+        eos = template.special_tokens.get("eos_token") if template is not None else None
+        if eos:
+            found.append(eos)
+        tok = self.prompt.tokenizer
+        if tok is not None:
+            known = set(tok.added_token_texts)
+            found.extend(t for t in _TURN_ENDS if t in known)
+        markers: set[str] = set()
+        if self.prompt.tool_parser is not None:
+            d = registry.get_tool_dialect(self.prompt.tool_parser)
+            markers = {*d.markers, *d.openers}
+        return tuple(t for t in dict.fromkeys(found) if t not in markers)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What :meth:`GatewayEngine.plan` decided for one request.
+
+    Attributes:
+        model: the served model.
+        conversation: the request, read.
+        prompt: the rendered prompt.
+        upstream_request: what the upstream is sent.
+        tools_on: whether the response is parsed for tool calls (False for
+            ``tool_choice: "none"`` or no tools).
+        enable_thinking: for the reasoning parser (None: its default).
+        reasoning_starts_open: for the reasoning parser (None: its default).
+    """
+
+    model: GatewayModel
+    conversation: Conversation
+    prompt: RenderedPrompt
+    upstream_request: UpstreamRequest
+    tools_on: bool
+    enable_thinking: bool | None
+    reasoning_starts_open: bool | None
+    stop_texts: tuple[str, ...] = field(default=())
+
+
+class GatewayEngine:
+    """Serves models through upstream engines (see the module docstring).
+
+    Args:
+        models: the served models (their names must differ).
+        metrics: where to count (default: a registry of the engine's own).
+
+    Raises:
+        ValueError: two models share a name, or none is given.
+    """
+
+    def __init__(self, models: Sequence[GatewayModel], *, metrics: GatewayMetrics | None = None) -> None:
+        if not models:
+            raise ValueError("a gateway needs at least one model")
+        self._models: dict[str, GatewayModel] = {}
+        for m in models:
+            if m.name in self._models:
+                raise ValueError(f"two models are named {m.name!r}")
+            self._models[m.name] = m
+        self.metrics = metrics if metrics is not None else GatewayMetrics()
+
+    async def health(self) -> dict[str, bool]:
+        """Whether each model's upstream answers its health endpoint now (checked concurrently, 5 s at most)."""
+        result: dict[str, bool] = {}
+
+        async def check(m: GatewayModel) -> None:
+            ok = False
+            with anyio.move_on_after(5.0):
+                try:
+                    ok = await m.upstream.health()
+                except Exception:  # an unreachable upstream is "not healthy", never an error here
+                    ok = False
+            result[m.name] = ok
+
+        async with anyio.create_task_group() as tg:
+            for m in self._models.values():
+                tg.start_soon(check, m)
+        return result
+
+    def metrics_text(self) -> tuple[bytes, str]:
+        """The Prometheus exposition of :attr:`metrics` and its content type."""
+        return self.metrics.render()
+
+    async def aclose(self) -> None:
+        """Close every upstream's pooled connections."""
+        for m in self._models.values():
+            await m.upstream.aclose()
+
+    @property
+    def served(self) -> Mapping[str, GatewayModel]:
+        """The served models by name."""
+        return self._models
+
+    def models(self) -> list[ModelInfo]:
+        """The models, as the server lists them (text comes back from the upstream: no tokenizer needed)."""
+        return [
+            ModelInfo(
+                id=m.name,
+                tool_parser=m.prompt.tool_parser,
+                reasoning_parser=m.prompt.reasoning_parser,
+                description=m.description or f"{m.name} via {m.upstream.kind}",
+            )
+            for m in self._models.values()
+        ]
+
+    # -- planning ----------------------------------------------------------------------------
+    def plan(self, request: EngineRequest) -> Plan:
+        """Read, render and constrain one request (before the response starts).
+
+        Raises:
+            RequestError: the body is invalid in its API.
+            PromptError: the template cannot express the conversation.
+            TemplateError: the template raised.
+            PlanError: the request cannot be served as asked (context length,
+                a constraint the upstream cannot take).
+            ToolChoiceError / UnsupportedConstraintError: an impossible ``tool_choice``.
+        """
+        model = self._models[request.model]
+        reader = _READERS.get(request.protocol)
+        if reader is None:
+            raise ValueError(f"unknown protocol {request.protocol!r}")
+        try:
+            plan = self._plan(model, reader, request)
+        except Exception:
+            self.metrics.requests.labels(model.name, request.protocol, "refused").inc()
+            raise
+        self.metrics.requests.labels(model.name, request.protocol, "accepted").inc()
+        return plan
+
+    def _plan(self, model: GatewayModel, reader: Any, request: EngineRequest) -> Plan:
+        conversation = reader(request.body)
+        rendered = model.prompt.render(conversation, tokens=model.prompt.tokenizer is not None)
+        choice = conversation.tool_choice
+        tools_on = bool(conversation.tools) and choice.mode != "none" and model.prompt.tool_parser is not None
+        constraint = self._constraint(model, conversation, rendered) if tools_on else None
+        opts = conversation.options
+        prompt_len = len(rendered.token_ids) if rendered.token_ids is not None else None
+        max_tokens = self._limit(model, request, opts.max_tokens, prompt_len)
+        stops = model.stop_texts()
+        upstream_request = UpstreamRequest(
+            prompt=rendered.text,
+            prompt_ids=rendered.token_ids,
+            max_tokens=max_tokens,
+            temperature=opts.temperature,
+            top_p=opts.top_p,
+            seed=opts.seed,
+            stop=tuple(dict.fromkeys((*stops, *opts.stop))),
+            constraint=constraint,
+            stream=request.stream,
+            logprobs=_logprobs(request),
+        )
+        return Plan(
+            model=model,
+            conversation=conversation,
+            prompt=rendered,
+            upstream_request=upstream_request,
+            tools_on=tools_on,
+            enable_thinking=rendered.enable_thinking,
+            reasoning_starts_open=rendered.reasoning_starts_open,
+            stop_texts=stops,
+        )
+
+    @staticmethod
+    def _constraint(model: GatewayModel, conversation: Conversation, rendered: RenderedPrompt) -> ToolConstraint | None:
+        choice = conversation.tool_choice
+        if choice.mode not in ("required", "named") and choice.allowed is None:
+            return None  # "auto": the model decides; nothing to force
+        assert conversation.tools is not None and model.prompt.tool_parser is not None
+        allowed = set(choice.allowed) if choice.allowed is not None else None
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    **({"description": t.description} if t.description else {}),
+                    "parameters": t.parameters or {"type": "object"},
+                    **({"strict": True} if t.name in conversation.strict_tools else {}),
+                },
+            }
+            for t in conversation.tools
+            if allowed is None or t.name in allowed
+        ]
+        if choice.mode == "named":
+            api_choice: Any = {"type": "function", "function": {"name": choice.name}}
+        elif choice.mode == "required":
+            api_choice = "required"
+        else:
+            return None  # allowed_tools with "auto": a subset the model may use; not forced
+        if not model.upstream.constraint_forms:
+            raise PlanError(
+                f"tool_choice {choice.mode!r} needs a constrained upstream, and model {model.name!r} is served by "
+                f"{model.upstream.kind!r}, which cannot constrain generation; use tool_choice 'auto'",
+                code="tool_choice_unsupported",
+            )
+        prepared = prepare_request(
+            tools,
+            api_choice,
+            tool_parser=model.prompt.tool_parser,
+            reasoning_parser=model.prompt.reasoning_parser,
+            enable_thinking=rendered.enable_thinking,
+            parallel_tool_calls=choice.parallel,
+            lazy_auto=False,
+        )
+        return prepared.constraint
+
+    @staticmethod
+    def _limit(model: GatewayModel, request: EngineRequest, asked: int | None, prompt_len: int | None) -> int | None:
+        ctx = model.context_length
+        if ctx is None or prompt_len is None:
+            return asked if asked is not None else model.max_tokens
+        room = ctx - prompt_len
+        field_name = {"messages": "max_tokens", "responses": "max_output_tokens"}.get(request.protocol, "max_tokens")
+        if room <= 0 or (asked is not None and asked > room):
+            raise PlanError(
+                f"the prompt is {prompt_len} tokens and {field_name} is {asked if asked is not None else 'unset'}: "
+                f"model {model.name!r} has a context of {ctx} tokens (at most {max(room, 0)} left for the answer); "
+                f"shorten the conversation or lower {field_name}",
+                code="context_length_exceeded",
+            )
+        if asked is not None:
+            return asked
+        return min(room, model.max_tokens) if model.max_tokens is not None else room
+
+    # -- generation --------------------------------------------------------------------------
+    async def generate(self, request: EngineRequest) -> AsyncIterator[TokenChunk]:
+        """Stream the upstream's answer for a planned request (plans it when the server did not)."""
+        plan = request.plan if isinstance(request.plan, Plan) else self.plan(request)
+        ends = plan.stop_texts
+        longest = max((len(e) for e in ends), default=0)
+        held = ""
+        m = self.metrics
+        name = plan.model.name
+        m.in_flight.labels(name).inc()
+        ttft, itl = m.ttft.labels(name), m.itl.labels(name)
+        started = last = time.perf_counter()
+        first = True
+        source = plan.model.upstream.generate(plan.upstream_request)
+        try:
+            async for chunk in source:
+                text = chunk.text or ""
+                if text:
+                    now = time.perf_counter()
+                    if first:
+                        ttft.observe(now - started)
+                        first = False
+                    else:
+                        itl.observe(now - last)
+                    last = now
+                if chunk.usage is not None and chunk.finish_reason is not None:  # counts are cumulative
+                    _count_usage(m, name, chunk.usage)
+                if chunk.finish_reason is not None:
+                    text = held + text
+                    held = ""
+                    for e in ends:
+                        if text.endswith(e):
+                            text = text[: -len(e)]
+                            break
+                    yield TokenChunk(token_ids=chunk.token_ids, text=text, logprobs=chunk.logprobs,
+                                     finish_reason=chunk.finish_reason, usage=chunk.usage)
+                    continue
+                if longest:
+                    text = held + text
+                    keep = _partial_end(text, ends, longest)
+                    held = text[len(text) - keep :] if keep else ""
+                    text = text[: len(text) - keep]
+                yield TokenChunk(token_ids=chunk.token_ids, text=text, logprobs=chunk.logprobs, usage=chunk.usage)
+            if held:
+                yield TokenChunk(text=held)
+        except UpstreamError as exc:
+            m.upstream_errors.labels(name, exc.kind).inc()
+            _log.warning("upstream_failed", model=name, kind=exc.kind, status=exc.status, error=exc.message)
+            raise
+        finally:
+            m.in_flight.labels(name).dec()
+            await source.aclose()
+
+
+def _count_usage(m: GatewayMetrics, name: str, usage: Any) -> None:
+    prompt = getattr(usage, "prompt_tokens", None)
+    completion = getattr(usage, "completion_tokens", None)
+    if isinstance(prompt, int):
+        m.prompt_tokens.labels(name).inc(prompt)
+    if isinstance(completion, int):
+        m.generated_tokens.labels(name).inc(completion)
+
+
+def _partial_end(text: str, ends: tuple[str, ...], longest: int) -> int:
+    """How many characters at the end of ``text`` may be (the start of) an end-of-turn text."""
+    tail = text[-longest:]
+    best = 0
+    for e in ends:
+        for k in range(min(len(e), len(tail)), best, -1):
+            if tail.endswith(e[:k]):
+                best = k
+                break
+    return best
+
+
+def _logprobs(request: EngineRequest) -> int | None:
+    body = request.body
+    if request.protocol == "chat.completions" and body.get("logprobs"):
+        top = body.get("top_logprobs")
+        return top if isinstance(top, int) and top > 0 else 1
+    return None

@@ -1,0 +1,646 @@
+"""What the upstream adapters share: one pooled client, streamed reading, timeouts, retry, errors.
+
+:class:`HttpUpstream` is the base of every adapter. It holds one pooled
+:class:`httpx.AsyncClient` and reads an engine's answer as a stream of event
+payloads (SSE ``data`` fields through ``httpx_sse``, or NDJSON lines), which
+an adapter's :class:`EventDecoder` turns into
+:class:`~deltaflow.items.TokenChunk` objects. Around that loop it enforces:
+
+* **timeouts** (:class:`Timeouts`): connecting; the first event (from sending
+  the request to the first event, so it includes the engine's prompt
+  processing); idle time between two events. The first-byte and idle limits
+  are anyio deadlines around each wait, so a slow socket read and a silent
+  engine are treated alike;
+* **one bounded retry** (``retries``, 1 by default), only while nothing has
+  reached the caller and only for failures that say nothing about the request
+  itself: the connection could not be made (refused, connect timeout), the
+  server dropped it before the first event (a stale keep-alive connection), or
+  it answered 502/503/504. A first-byte timeout is not retried (the engine may
+  still be processing a long prompt; a retry would double the wait);
+* **error mapping** onto :class:`~deltaflow.gateway.upstream.UpstreamError`:
+  connect failures -> ``connect``; deadlines -> ``timeout``; non-2xx answers
+  and error objects inside a stream -> ``status`` (with the engine's own
+  message, taken from its JSON body); undecodable events -> ``protocol``; a
+  stream that ends (or breaks) before its final event -> ``closed``. Messages
+  are written here, never taken from httpx exceptions (which may name the
+  URL), and the upstream's URL, host and API key are scrubbed from the
+  engine's own messages;
+* **closing**: the reader is an async generator; closing it early (the client
+  went away) closes the HTTP response, which drops the connection, and the
+  engine stops generating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+import anyio
+import httpx
+import httpx_sse
+import msgspec
+
+from ...constrain import ToolConstraint, UnsupportedConstraintError
+from ...items import EngineUsage, TokenChunk
+from ..upstream import ConstraintForm, UpstreamError, UpstreamErrorKind, UpstreamRequest
+
+__all__ = (
+    "DEFAULT_RETRY_STATUSES",
+    "LAZY_FORMS",
+    "EventDecoder",
+    "HttpUpstream",
+    "Timeouts",
+    "decoder_for",
+    "engine_usage",
+    "error_message",
+    "error_status",
+    "event_error",
+    "pick_form",
+)
+
+DEFAULT_RETRY_STATUSES: frozenset[int] = frozenset((502, 503, 504))
+"""Answers retried before the first byte: a proxy or a loading engine (llama.cpp answers 503 while it loads)."""
+
+LAZY_FORMS: tuple[ConstraintForm, ...] = ("structural_tag",)
+"""The forms that express a lazy constraint on engines without lazy grammars (vLLM, SGLang)."""
+
+MAX_ERROR_BODY = 64 * 1024
+"""Bytes of an error answer read to find the engine's message."""
+
+MAX_MESSAGE = 2000
+"""Characters of an engine's message kept in an :class:`UpstreamError`."""
+
+T = TypeVar("T")
+UpstreamT = TypeVar("UpstreamT", bound="HttpUpstream")
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """The time limits of one upstream (seconds; None: no limit).
+
+    Attributes:
+        connect: to open a TCP connection.
+        first_byte: from sending a request to the answer's first event
+            (includes connecting and the engine's prompt processing).
+        idle: between two events of a stream.
+        write: to send a request body.
+        pool: to wait for a free connection of the pool.
+        health: the whole health request.
+        keepalive_expiry: how long an idle pooled connection is kept. Keep it
+            below the engine's own keep-alive timeout (llama.cpp: 5 s), or a
+            request can land on a connection the server is closing.
+    """
+
+    connect: float | None = 5.0
+    first_byte: float | None = 300.0
+    idle: float | None = 120.0
+    write: float | None = 60.0
+    pool: float | None = 60.0
+    health: float = 5.0
+    keepalive_expiry: float | None = 4.0
+
+
+class _StreamFault(Exception):
+    """A failure found while reading an answer; :class:`HttpUpstream` turns it into an UpstreamError.
+
+    Private control flow (errors.py's convention for underscore names): the
+    decoders of the sibling modules raise it, :meth:`HttpUpstream.stream`
+    catches every one and raises an UpstreamError instead; none reaches a caller.
+
+    Decoders raise it (``protocol``, ``status`` for an error event, ``closed``
+    from :meth:`EventDecoder.finish`); the reader adds whether anything had
+    been yielded.
+
+    Args:
+        kind: the :data:`~deltaflow.gateway.upstream.UpstreamErrorKind`.
+        message: what a client may see.
+        status: the engine's status code, when it gave one.
+        retryable: the failure happened before the first event and says
+            nothing about the request (see the module docstring).
+    """
+
+    def __init__(
+        self, kind: UpstreamErrorKind, message: str, *, status: int | None = None, retryable: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.kind: UpstreamErrorKind = kind
+        self.message = message
+        self.status = status
+        self.retryable = retryable
+
+
+class EventDecoder(Protocol):
+    """One response's event decoder (a new one per attempt)."""
+
+    @property
+    def done(self) -> bool:
+        """The final event has been seen (a later timeout or break ends the stream normally)."""
+        ...
+
+    def feed(self, data: str) -> Sequence[TokenChunk]:
+        """Decode one event payload (an SSE ``data`` field or an NDJSON line).
+
+        Raises:
+            _StreamFault: the event is malformed (``protocol``) or is the
+                engine's error object (``status``).
+        """
+        ...
+
+    def finish(self) -> Sequence[TokenChunk]:
+        """The stream ended: what is still held.
+
+        Raises:
+            _StreamFault: ``closed`` when the final event never came.
+        """
+        ...
+
+
+def decoder_for(kind: type[T]) -> Callable[[str], T]:
+    """A fast JSON decoder of one event type that raises :class:`_StreamFault` (``protocol``)."""
+    dec = msgspec.json.Decoder(kind)
+
+    def decode(data: str) -> T:
+        try:
+            return dec.decode(data)
+        except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
+            raise _StreamFault("protocol", f"the upstream sent a malformed event ({exc})") from exc
+
+    return decode
+
+
+def engine_usage(prompt_tokens: Any, completion_tokens: Any) -> EngineUsage | None:
+    """The engine's counts as an :class:`~deltaflow.items.EngineUsage` (None when it gave neither).
+
+    Raises:
+        _StreamFault: a count is not a non-negative int (``protocol``).
+    """
+    if prompt_tokens is None and completion_tokens is None:
+        return None
+    try:
+        return EngineUsage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    except ValueError as exc:
+        raise _StreamFault("protocol", f"the upstream reported invalid token counts ({exc})") from exc
+
+
+def error_message(payload: Any) -> str | None:
+    """The engine's own error message in a decoded JSON body, or None.
+
+    Understands ``{"error": {"message": ...}}`` (OpenAI, llama.cpp, vLLM,
+    SGLang), ``{"error": "..."}`` (TGI, Ollama), ``{"object": "error",
+    "message": ...}`` (older vLLM) and ``{"detail": ...}`` (FastAPI).
+    """
+    if not isinstance(payload, Mapping):
+        return None
+    err = payload.get("error")
+    if isinstance(err, str) and err:
+        return err
+    if isinstance(err, Mapping):
+        msg = err.get("message")
+        if isinstance(msg, str) and msg:
+            return msg
+    msg = payload.get("message")
+    if isinstance(msg, str) and msg:
+        return msg
+    detail = payload.get("detail")
+    if isinstance(detail, str) and detail:
+        return detail
+    if isinstance(detail, list):
+        parts = [d["msg"] for d in detail if isinstance(d, Mapping) and isinstance(d.get("msg"), str)]
+        if parts:
+            return "; ".join(parts)
+    return None
+
+
+def event_error(data: str) -> _StreamFault:
+    """The fault for an event that is the engine's error object (``status``, its message and code)."""
+    try:
+        payload = msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        payload = None
+    return _StreamFault("status", error_message(payload) or "the upstream engine reported an error",
+                        status=error_status(payload))
+
+
+def error_status(payload: Any) -> int | None:
+    """The status code inside an engine's error object (``error.code``, ``code``), or None."""
+    if not isinstance(payload, Mapping):
+        return None
+    err = payload.get("error")
+    for src in (err, payload):
+        if isinstance(src, Mapping):
+            code = src.get("code", src.get("status_code"))
+            if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599:
+                return code
+    return None
+
+
+def pick_form(
+    constraint: ToolConstraint,
+    forms: Sequence[ConstraintForm],
+    kind: str,
+    *,
+    lazy_forms: Collection[ConstraintForm] | None = None,
+) -> ConstraintForm:
+    """The first of ``forms`` that ``constraint`` can be written in.
+
+    Args:
+        constraint: the tool-call constraint.
+        forms: the adapter's forms, preferred first.
+        kind: the adapter's name (for the message).
+        lazy_forms: the forms that can express a lazy constraint (``"auto"``:
+            free text until a trigger); None: all of them.
+
+    Raises:
+        UnsupportedConstraintError: none of them fits (or the adapter takes no constraint).
+    """
+    for form in forms:
+        if form == "structural_tag" and constraint.structural_tag_json is None:
+            continue
+        if constraint.lazy and lazy_forms is not None and form not in lazy_forms:
+            continue
+        return form
+    if not forms:
+        raise UnsupportedConstraintError(f"the {kind} upstream cannot constrain decoding (no grammar field)")
+    lazy = "lazy " if constraint.lazy else ""
+    raise UnsupportedConstraintError(
+        f"the {lazy}{constraint.dialect} constraint has no form the {kind} upstream takes ({', '.join(forms)})"
+    )
+
+
+def _left(deadline: float | None) -> float | None:
+    if deadline is None:
+        return None
+    return max(0.0, deadline - anyio.current_time())
+
+
+def _is_json(response: httpx.Response) -> bool:
+    return "json" in response.headers.get("content-type", "").lower()
+
+
+class _Reader(Generic[T]):
+    """Steps one of httpx's response iterators, and unwinds it when abandoned.
+
+    httpx reads a body through a chain of nested async generators (``aiter_text``
+    over ``aiter_bytes`` over ``aiter_raw`` over httpcore's streams). Closing
+    the outermost one leaves the inner ones suspended, and Trio warns when they
+    are garbage collected. :meth:`abandon` instead steps the chain once more
+    inside an already-cancelled scope: the cancellation is raised at the
+    innermost socket read and unwinds every level (httpcore closes the
+    connection on the way out).
+    """
+
+    __slots__ = ("_it", "finished")
+
+    def __init__(self, it: AsyncIterator[T]) -> None:
+        self._it = it
+        self.finished = False
+
+    async def next(self) -> T | None:
+        """The next item, or None at the end of the body."""
+        try:
+            return await self._it.__anext__()
+        except StopAsyncIteration:
+            self.finished = True
+            return None
+        except BaseException:
+            self.finished = True  # an exception unwound the whole chain
+            raise
+
+    async def abandon(self) -> None:
+        """Stop reading (no-op once finished)."""
+        if self.finished:
+            return
+        self.finished = True
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            for _ in range(_MAX_DRAIN):  # buffered data comes back without a checkpoint; the next read raises
+                try:
+                    await self._it.__anext__()
+                except Exception:  # noqa: BLE001 - StopAsyncIteration or a read error: unwound either way
+                    return
+
+
+_MAX_DRAIN = 10_000
+
+
+class HttpUpstream:
+    """The base of the adapters: a pooled client, the streamed reader, health and close.
+
+    Args:
+        base_url: the engine's root URL (``http://host:port``, optionally
+            with a path prefix).
+        api_key: sent as ``Authorization: Bearer ...`` (never in errors).
+        timeouts: the time limits (:class:`Timeouts`).
+        client: an ``httpx.AsyncClient`` to use instead of a new one (it is
+            not closed by :meth:`aclose`; the request timeouts still apply).
+        retries: how many times a failure before the first byte is retried.
+        retry_statuses: the HTTP statuses retried (before the first byte).
+        retry_backoff: seconds to wait before a retry.
+        max_connections: the pool size of the client this creates.
+        headers: more headers for every request.
+
+    Raises:
+        ValueError: ``base_url`` is not an ``http``/``https`` URL, or a bad ``retries``.
+    """
+
+    kind: str = "http"
+    constraint_forms: tuple[ConstraintForm, ...] = ()
+    health_path: str = "/health"
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeouts: Timeouts | None = None,
+        client: httpx.AsyncClient | None = None,
+        retries: int = 1,
+        retry_statuses: Collection[int] = DEFAULT_RETRY_STATUSES,
+        retry_backoff: float = 0.1,
+        max_connections: int = 100,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        url = httpx.URL(base_url)
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"base_url must be an http:// or https:// URL with a host (scheme {url.scheme!r})")
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        self.base_url = str(url.copy_with(query=None, fragment=None)).rstrip("/")
+        self.timeouts = timeouts if timeouts is not None else Timeouts()
+        self.retries = retries
+        self.retry_statuses = frozenset(retry_statuses)
+        self.retry_backoff = retry_backoff
+        t = self.timeouts
+        # read=None: the first-byte and idle limits are anyio deadlines around each wait.
+        self._timeout = httpx.Timeout(connect=t.connect, read=None, write=t.write, pool=t.pool)
+        hdrs = {"accept": "text/event-stream, application/x-ndjson, application/json"}
+        hdrs.update(headers or {})
+        if api_key:
+            hdrs["authorization"] = f"Bearer {api_key}"
+        self._headers = hdrs
+        # Longest first, so the base URL is replaced before the host inside it.
+        netloc, userinfo = url.netloc.decode("ascii", "replace"), url.userinfo.decode("ascii", "replace")
+        candidates = {api_key or "", self.base_url, url.host, netloc, userinfo}
+        self._secrets = tuple(sorted((s for s in candidates if len(s) >= 4), key=len, reverse=True))
+        self._owns_client = client is None
+        self._client = client if client is not None else httpx.AsyncClient(
+            timeout=self._timeout,
+            limits=httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=max_connections,
+                keepalive_expiry=t.keepalive_expiry,
+            ),
+            trust_env=False,  # engines are reached directly; a proxy from the environment is never wanted here
+        )
+
+    # -- errors -------------------------------------------------------------------------------------------------
+
+    def _scrub(self, message: str) -> str:
+        for secret in self._secrets:
+            if secret in message:
+                message = message.replace(secret, "<upstream>")
+        if len(message) > MAX_MESSAGE:
+            message = message[:MAX_MESSAGE] + "..."
+        return message
+
+    def _error(self, fault: _StreamFault, yielded: bool) -> UpstreamError:
+        return UpstreamError(
+            fault.kind, self._scrub(fault.message), status=fault.status, before_first_byte=not yielded
+        )
+
+    def _transport_fault(self, exc: httpx.TransportError, *, answered: bool) -> _StreamFault:
+        """Map an httpx transport failure (``answered``: response headers had arrived)."""
+        if isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout)):
+            what = "connecting to" if isinstance(exc, httpx.ConnectTimeout) else "a free connection to"
+            return _StreamFault("timeout", f"timed out waiting for {what} the upstream engine",
+                                retryable=isinstance(exc, httpx.ConnectTimeout))
+        if isinstance(exc, httpx.TimeoutException):
+            return _StreamFault("timeout", "the upstream engine did not answer in time")
+        if isinstance(exc, httpx.ConnectError):
+            return _StreamFault("connect", "could not connect to the upstream engine", retryable=True)
+        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+            if answered:
+                return _StreamFault("closed", "the upstream engine closed the stream before its end")
+            return _StreamFault("closed", "the upstream engine closed the connection without answering",
+                                retryable=True)
+        if isinstance(exc, httpx.UnsupportedProtocol):
+            return _StreamFault("connect", "the upstream URL's protocol is not supported")
+        return _StreamFault("connect", f"the upstream engine could not be reached ({type(exc).__name__})")
+
+    async def _status_fault(self, response: httpx.Response, deadline: float | None) -> _StreamFault:
+        """Read (a bounded part of) a non-2xx answer and find the engine's message."""
+        code = response.status_code
+        payload: Any = None
+        reader = _Reader(response.aiter_bytes())
+        buf = bytearray()
+        try:
+            with anyio.fail_after(_left(deadline)):
+                while len(buf) < MAX_ERROR_BODY and (part := await reader.next()) is not None:
+                    buf += part
+            if _is_json(response) or bytes(buf[:1]) in (b"{", b"["):
+                payload = msgspec.json.decode(bytes(buf))
+        except (TimeoutError, httpx.HTTPError, msgspec.DecodeError):
+            payload = None
+        finally:
+            await reader.abandon()
+        message = error_message(payload) or self._generic(code)
+        return _StreamFault("status", message, status=code, retryable=code in self.retry_statuses)
+
+    @staticmethod
+    def _generic(code: int) -> str:
+        return f"the upstream engine answered with HTTP {code}"
+
+    # -- streaming ----------------------------------------------------------------------------------------------
+
+    def stream(
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        new_decoder: Callable[[], EventDecoder],
+        *,
+        ndjson: bool = False,
+    ) -> AsyncGenerator[TokenChunk, None]:
+        """POST ``body`` to ``path`` and stream the decoded chunks.
+
+        The body is encoded now (so a bad body fails at the call, not at the
+        first iteration). Close the returned generator to stop early: that
+        closes the HTTP response.
+
+        Args:
+            path: the endpoint, appended to ``base_url``.
+            body: the JSON body.
+            new_decoder: makes the decoder of one attempt.
+            ndjson: the answer is NDJSON lines (Ollama) instead of SSE.
+
+        Raises:
+            UpstreamError: when iterated (see the module docstring).
+        """
+        content = msgspec.json.encode(body)
+        return self._stream(self.base_url + path, content, new_decoder, ndjson)
+
+    @staticmethod
+    async def _next_event(reader: _Reader[Any], ndjson: bool) -> str | None:
+        """The next non-empty payload (an SSE ``data`` field or an NDJSON line), or None at the end."""
+        while True:
+            item = await reader.next()
+            if item is None:
+                return None
+            if ndjson:
+                if item.strip():
+                    return str(item)
+            elif item.data:
+                return str(item.data)
+
+    async def _stream(
+        self, url: str, content: bytes, new_decoder: Callable[[], EventDecoder], ndjson: bool
+    ) -> AsyncGenerator[TokenChunk, None]:
+        attempt = 0
+        yielded = False
+        headers = {**self._headers, "content-type": "application/json"}
+        t = self.timeouts
+        while True:
+            decoder = new_decoder()
+            try:
+                deadline = None if t.first_byte is None else anyio.current_time() + t.first_byte
+                request = self._client.build_request("POST", url, content=content, headers=headers,
+                                                      timeout=self._timeout)
+                try:
+                    with anyio.fail_after(_left(deadline)):
+                        response = await self._client.send(request, stream=True)
+                except TimeoutError as exc:
+                    raise _StreamFault("timeout", f"the upstream engine did not answer within {t.first_byte:g} s"
+                                       ) from exc
+                except httpx.TransportError as exc:
+                    raise self._transport_fault(exc, answered=False) from exc
+                try:
+                    if not response.is_success:
+                        raise await self._status_fault(response, deadline)
+                    ctype = response.headers.get("content-type", "")
+                    if not ndjson and "text/event-stream" not in ctype:
+                        fault = await self._status_fault(response, deadline)
+                        said = fault.message if fault.message != self._generic(response.status_code) else ctype
+                        raise _StreamFault("protocol", f"the upstream engine did not answer with an event stream"
+                                           f" ({said or 'no content type'})", status=response.status_code)
+                    got_event = False
+                    reader: _Reader[Any] = _Reader(
+                        response.aiter_lines() if ndjson else httpx_sse.EventSource(response).aiter_sse()
+                    )
+                    try:
+                        while True:
+                            limit = _left(deadline) if not got_event else t.idle
+                            try:
+                                with anyio.fail_after(limit):
+                                    data = await self._next_event(reader, ndjson)
+                            except TimeoutError as exc:
+                                if decoder.done:
+                                    break
+                                if got_event:
+                                    msg = f"the upstream engine sent nothing for {t.idle:g} s"
+                                else:
+                                    msg = f"the upstream engine sent no event within {t.first_byte:g} s"
+                                raise _StreamFault("timeout", msg) from exc
+                            except httpx.TransportError as exc:
+                                if decoder.done:
+                                    break
+                                fault = self._transport_fault(exc, answered=True)
+                                fault.retryable = fault.retryable or (fault.kind == "closed" and not got_event)
+                                raise fault from exc
+                            except httpx_sse.SSEError as exc:
+                                raise _StreamFault("protocol", "the upstream engine sent a malformed event stream"
+                                                   ) from exc
+                            if data is None:
+                                break
+                            got_event = True
+                            for chunk in decoder.feed(data):
+                                yielded = True
+                                yield chunk
+                    finally:
+                        await reader.abandon()
+                    for chunk in decoder.finish():
+                        yielded = True
+                        yield chunk
+                    return
+                finally:
+                    with anyio.move_on_after(5, shield=True):
+                        await response.aclose()
+            except _StreamFault as fault:
+                if not yielded and fault.retryable and attempt < self.retries:
+                    attempt += 1
+                    if self.retry_backoff > 0:
+                        await anyio.sleep(self.retry_backoff * attempt)
+                    continue
+                raise self._error(fault, yielded) from (fault.__cause__ or fault)
+
+    def generate(self, request: UpstreamRequest) -> AsyncGenerator[TokenChunk, None]:
+        """Stream one generation (each adapter implements it with :meth:`stream`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement generate()")
+
+    # -- plain requests -----------------------------------------------------------------------------------------
+
+    async def request_json(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        """One non-streamed JSON request (probes, tokenize), within ``first_byte``.
+
+        Raises:
+            UpstreamError: as for :meth:`stream` (``protocol`` when the answer is not JSON).
+        """
+        t = self.timeouts
+        headers = dict(self._headers)
+        content = None
+        if body is not None:
+            headers["content-type"] = "application/json"
+            content = msgspec.json.encode(body)
+        deadline = None if t.first_byte is None else anyio.current_time() + t.first_byte
+        try:
+            try:
+                with anyio.fail_after(_left(deadline)):
+                    response = await self._client.request(method, self.base_url + path, content=content,
+                                                          headers=headers, timeout=self._timeout)
+            except TimeoutError as exc:
+                raise _StreamFault("timeout", f"the upstream engine did not answer within {t.first_byte:g} s") from exc
+            except httpx.TransportError as exc:
+                raise self._transport_fault(exc, answered=False) from exc
+            if not response.is_success:
+                payload: Any = None
+                try:
+                    payload = response.json()
+                except ValueError:
+                    pass
+                raise _StreamFault("status", error_message(payload) or
+                                   f"the upstream engine answered with HTTP {response.status_code}",
+                                  status=response.status_code)
+            try:
+                return msgspec.json.decode(response.content)
+            except msgspec.DecodeError as exc:
+                raise _StreamFault("protocol", "the upstream engine's answer is not JSON") from exc
+        except _StreamFault as fault:
+            raise self._error(fault, False) from (fault.__cause__ or fault)
+
+    def _healthy(self, response: httpx.Response) -> bool:
+        return response.is_success
+
+    async def health(self) -> bool:
+        """Whether the engine answers its health endpoint (``health_path``) with a 2xx now."""
+        try:
+            with anyio.fail_after(self.timeouts.health):
+                response = await self._client.get(self.base_url + self.health_path, headers=self._headers,
+                                                  timeout=self._timeout)
+                await response.aread()
+        except (TimeoutError, httpx.HTTPError, OSError):
+            return False
+        return self._healthy(response)
+
+    async def aclose(self) -> None:
+        """Close the pooled connections (a client passed in is left open)."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self: UpstreamT) -> UpstreamT:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(kind={self.kind!r})"
+
