@@ -32,8 +32,20 @@ from ..registry import register_reasoning_dialect
 from ..spec import ReasoningDialect, Writing
 from ._think import SPLIT_THINK_PREFIXES, THINK_END, THINK_START
 
-__all__ = ("PRESETS", "QWEN3", "QWEN35_CALL", "QWEN3_CODER", "QWEN3_CODER_FORMAT")
+__all__ = ("PRESETS", "QWEN3", "QWEN35_CALL", "QWEN3_CODER", "QWEN3_CODER_FORMAT", "QWEN3_CODER_WRITING")
 
+
+QWEN3_CODER_WRITING = Writing(
+    block_per_call=True,
+    block_gap="\n",
+    name_gap="\n",
+    param_gap="\n",
+    call_gap="\n",
+    separator="\n",
+    atomic=("<tool_call>", "</tool_call>"),
+    xgrammar="qwen_xml",
+)
+"""How Qwen3-Coder's template lays its calls out (Step-3.5 writes the same)."""
 
 QWEN3_CODER_FORMAT = XmlFunctionFormat(
     block_open="<tool_call>",
@@ -58,16 +70,7 @@ QWEN3_CODER = declare(
     tokenizers=("qwen3",),
     description="Qwen3-Coder XML: <tool_call><function=NAME><parameter=KEY>value</parameter></function></tool_call>",
     families=("Qwen3-Coder-30B-A3B", "Qwen3-Coder-480B-A35B", "Qwen3-Coder-Next", "Qwen3.5"),
-    writing=Writing(
-        block_per_call=True,
-        block_gap="\n",
-        name_gap="\n",
-        param_gap="\n",
-        call_gap="\n",
-        separator="\n",
-        atomic=("<tool_call>", "</tool_call>"),
-        xgrammar="qwen_xml",
-    ),
+    writing=QWEN3_CODER_WRITING,
 )
 
 # Qwen3.5 (and Qwen3-Coder in thinking mode) may call a tool without closing its thinking; the

@@ -34,11 +34,11 @@ from __future__ import annotations
 from ..declare import declare
 from ..drivers.xml_function import XmlFunctionFormat
 from ..registry import register_reasoning_dialect
-from ..spec import ReasoningDialect, Writing
+from ..spec import ReasoningDialect
 from ._think import THINK_END, THINK_PREFIXES, THINK_START
 
 # Step-3.5 writes Qwen3-Coder's format: the one declaration of it is imported from the Qwen module.
-from .qwen import QWEN3_CODER_FORMAT
+from .qwen import QWEN3_CODER_FORMAT, QWEN3_CODER_WRITING
 
 __all__ = ("PRESETS", "STEP3", "STEP3P5", "STEP3P5_REASONING", "STEP3_FORMAT")
 
@@ -77,16 +77,7 @@ STEP3P5 = declare(
     token_prefixes=("<", "<tool", "<tool_", "<tool_call", "<function"),
     description="Step-3.5: <tool_call><function=NAME><parameter=KEY>value</parameter></function></tool_call>",
     families=("Step-3.5-Flash",),
-    writing=Writing(
-        block_per_call=True,
-        block_gap="\n",
-        name_gap="\n",
-        param_gap="\n",
-        call_gap="\n",
-        separator="\n",
-        atomic=("<tool_call>", "</tool_call>"),
-        xgrammar="qwen_xml",
-    ),
+    writing=QWEN3_CODER_WRITING,
 )
 
 STEP3P5_REASONING = register_reasoning_dialect(
