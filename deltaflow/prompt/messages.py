@@ -98,9 +98,21 @@ def template_tools(conversation: Conversation) -> list[dict[str, Any]] | None:
         fn: dict[str, Any] = {"name": t.name}
         if t.description is not None:
             fn["description"] = t.description
-        fn["parameters"] = deepcopy(t.parameters)
+        fn["parameters"] = _copy(t.parameters)
         out.append({"type": "function", "function": fn})
     return out
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists and scalars by their exact type; anything else by ``deepcopy``)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy(v) for v in value]
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    return deepcopy(value)
 
 
 def _instruction(turn: Instruction) -> dict[str, Any]:

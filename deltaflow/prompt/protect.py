@@ -91,6 +91,8 @@ _PLANE_SIZE = 0xFFFE
 _CAPACITY = 2 * _PLANE_SIZE
 _RESERVED = "[\U000f0000-\U0010ffff]"
 _RESERVED_RE = re.compile(_RESERVED)
+# Values _walk returns as they are, found by their exact type before the (slower) Mapping check.
+_SCALARS = frozenset({type(None), bool, int, float})
 
 
 def _placeholder_char(index: int) -> str:
@@ -113,7 +115,13 @@ class _MarkerTable(NamedTuple):
     pattern: re.Pattern[str]  # any marker (leftmost-longest) or reserved character
     prefixes: frozenset[str]  # proper prefixes of the markers
     suffixes: frozenset[str]  # proper suffixes
+    firsts: re.Pattern[str] | None  # a character a marker begins with (so does each proper prefix)
+    lasts: re.Pattern[str] | None  # a character a marker ends with (so does each proper suffix)
     edge: int  # the longest proper prefix or suffix
+
+
+def _char_class(chars: set[str]) -> re.Pattern[str] | None:
+    return re.compile("[" + "".join(re.escape(c) for c in sorted(chars)) + "]") if chars else None
 
 
 @functools.lru_cache(maxsize=32)
@@ -123,12 +131,15 @@ def _marker_table(markers: tuple[str, ...]) -> _MarkerTable:
     if bad:
         raise ValueError(f"markers must not contain plane-15/16 characters (U+F0000..U+10FFFF): {bad[:3]!r}")
     alternatives = [literal_alternation(markers)] if markers else []
+    edged = [m for m in markers if len(m) > 1]
     return _MarkerTable(
         markers,
         re.compile("|".join([*alternatives, _RESERVED])),
         # The edges of an untrusted value that could complete a marker with the text beside it.
         frozenset(m[:k] for m in markers for k in range(1, len(m))),
         frozenset(m[k:] for m in markers for k in range(1, len(m))),
+        _char_class({m[0] for m in edged}),
+        _char_class({m[-1] for m in edged}),
         max((len(m) - 1 for m in markers), default=0),
     )
 
@@ -175,6 +186,8 @@ class Protector:
         self._untrusted_re = table.pattern
         self._prefixes = table.prefixes
         self._suffixes = table.suffixes
+        self._firsts = table.firsts
+        self._lasts = table.lasts
         self._edge = table.edge
         self._texts: list[str] = []
         self._marker_flags: list[bool] = []
@@ -209,9 +222,26 @@ class Protector:
 
     def _guard_edges(self, s: str) -> str:
         """Replace the longest end of ``s`` that begins a marker, and the longest start that ends one."""
+        firsts, lasts = self._firsts, self._lasts
+        if firsts is None or lasts is None:
+            return s
         n = len(s)
-        tail = next((k for k in range(min(self._edge, n), 0, -1) if s[n - k :] in self._prefixes), 0)
-        head = next((k for k in range(min(self._edge, n - tail), 0, -1) if s[:k] in self._suffixes), 0)
+        # A proper prefix of a marker begins with a marker's first character, a proper suffix ends with a
+        # marker's last one: only those positions are candidates (a value usually has none near its edges).
+        tail = 0
+        pos = max(0, n - self._edge)
+        while (m := firsts.search(s, pos)) is not None:
+            if s[m.start() :] in self._prefixes:
+                tail = n - m.start()  # the leftmost candidate that is a prefix: the longest end
+                break
+            pos = m.start() + 1
+        head = 0
+        limit = min(self._edge, n - tail)
+        if limit > 0 and lasts.search(s, 0, limit) is not None:
+            for k in reversed([m.end() for m in lasts.finditer(s, 0, limit)]):
+                if s[:k] in self._suffixes:
+                    head = k  # the longest start
+                    break
         if not (head or tail):
             return s
         first = self._issue(s[:head]) if head else ""
@@ -223,7 +253,10 @@ class Protector:
             if pattern.search(value):
                 value = pattern.sub(self._replace, value)
             return self._guard_edges(value) if guard else value
-        if isinstance(value, Mapping):
+        kind = type(value)
+        if kind in _SCALARS:
+            return value
+        if kind is dict or (kind is not list and isinstance(value, Mapping)):
             out: dict[Any, Any] = {}
             for k, v in value.items():
                 key = self._walk(k, pattern, guard) if isinstance(k, str) else k

@@ -302,6 +302,10 @@ def _plain(value: Any) -> Any:
     kind = type(value)
     if value is None or kind is str or kind is int or kind is float or kind is bool:
         return value
+    if kind is dict:  # the common containers by their exact type first (isinstance of Mapping is slow)
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if kind is list:
+        return [_plain(v) for v in value]
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, int):
