@@ -51,13 +51,13 @@ from .capabilities import TemplateCapabilities, reasoning_left_open
 from .conversation import AssistantTurn, Conversation, ToolResult
 from .messages import template_messages, template_tools
 from .protect import Protector
-from .readers import read_chat, read_messages, read_responses
-from .template import ChatTemplate, TemplateNotFoundError, load_chat_template
+from .readers import RequestError, read_chat, read_messages, read_responses
+from .template import ChatTemplate, TemplateError, TemplateNotFoundError, load_chat_template
 
 if TYPE_CHECKING:
     from .tokenize import PromptTokenizer
 
-__all__ = ("PromptError", "PromptModel", "RenderedPrompt", "Protocol", "render_prompt")
+__all__ = ("PromptError", "PromptModel", "Protocol", "RenderedPrompt", "render_prompt", "request_template")
 
 Protocol = Literal["chat", "responses", "messages"]
 """The three request APIs: OpenAI Chat Completions, OpenAI Responses, Anthropic Messages."""
@@ -213,12 +213,16 @@ class PromptModel:
         add_generation_prompt: bool = True,
         date: _dt.date | _dt.datetime | None = None,
         tokens: bool = True,
+        template: ChatTemplate | None = None,
     ) -> RenderedPrompt:
         """Render a conversation with the model's template (see the module docstring).
 
         Args:
             conversation: the conversation.
             add_generation_prompt: end with the assistant turn's opener.
+            template: a template to use instead of the model's (a request's own
+                ``chat_template``, where the operator allows it: see
+                :func:`request_template`).
             date: what ``strftime_now`` sees (None: now).
             tokens: also tokenize (when the model has a tokenizer).
 
@@ -232,7 +236,7 @@ class PromptModel:
             return render_conversation_harmony(
                 conversation, self.tokenizer if tokens else None, add_generation_prompt=add_generation_prompt, date=date
             )
-        template = self.template
+        template = template if template is not None else self.template
         if template is None:
             raise ValueError(f"model {self.name!r} has no chat template")
         caps = template.capabilities
@@ -359,6 +363,43 @@ def _template_kwargs(
     return kwargs, thinking
 
 
+def request_template(
+    request: Mapping[str, Any], model: PromptModel, *, allowed: bool, protocol: Protocol = "chat"
+) -> ChatTemplate | None:
+    """The request's own ``chat_template`` (vLLM's and SGLang's request field), when the operator allows it.
+
+    Args:
+        request: the request body.
+        model: the model (its special tokens are the template's).
+        allowed: whether this server accepts templates from requests.
+        protocol: the request's API (for the error's shape).
+
+    Returns:
+        The compiled template, or None when the request gives none.
+
+    Raises:
+        RequestError: the request gives one and this server does not allow it,
+            or it is not a string, or it does not compile.
+    """
+    source = request.get("chat_template")
+    if source is None:
+        return None
+    if not allowed:
+        raise RequestError(
+            "chat_template: this server renders prompts with the model's own template; a request-supplied "
+            "template is not allowed (the operator can allow it)",
+            protocol=protocol, param="chat_template", code="unsupported_value",
+        )
+    if not isinstance(source, str) or not source.strip():
+        raise RequestError("chat_template: must be a non-empty string (a Jinja template)", protocol=protocol,
+                           param="chat_template", code="invalid_type")
+    specials = dict(model.template.special_tokens) if model.template is not None else {}
+    try:
+        return ChatTemplate.from_string(source, name="request chat_template", special_tokens=specials)
+    except TemplateError as exc:
+        raise RequestError(f"chat_template: {exc}", protocol=protocol, param="chat_template") from None
+
+
 def render_prompt(
     request: Mapping[str, Any],
     *,
@@ -367,6 +408,7 @@ def render_prompt(
     add_generation_prompt: bool = True,
     date: _dt.date | _dt.datetime | None = None,
     tokens: bool = True,
+    allow_request_template: bool = False,
 ) -> RenderedPrompt:
     """Render a request body of one of the three APIs with a model's chat template.
 
@@ -377,9 +419,12 @@ def render_prompt(
         add_generation_prompt: end with the assistant turn's opener.
         date: what ``strftime_now`` sees (None: now), for reproducible renders.
         tokens: also tokenize (when the model has a tokenizer).
+        allow_request_template: accept the request's own ``chat_template``
+            (off by default: a template is code the server runs).
 
     Raises:
-        RequestError: the body is not valid in its API (the API's error shape).
+        RequestError: the body is not valid in its API (the API's error shape),
+            or gives a ``chat_template`` this call does not allow.
         PromptError: the template cannot express part of the conversation.
         TemplateError: the template raised.
     """
@@ -387,4 +432,7 @@ def render_prompt(
     if reader is None:
         raise ValueError(f"protocol must be one of {', '.join(_READERS)}, got {protocol!r}")
     pm = model if isinstance(model, PromptModel) else PromptModel.from_folder(model, tokenizer=tokens)
-    return pm.render(reader(request), add_generation_prompt=add_generation_prompt, date=date, tokens=tokens)
+    conversation = reader(request)
+    template = request_template(request, pm, allowed=allow_request_template, protocol=protocol)
+    return pm.render(conversation, add_generation_prompt=add_generation_prompt, date=date, tokens=tokens,
+                     template=template)

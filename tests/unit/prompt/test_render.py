@@ -188,3 +188,18 @@ def test_render_command_prints_token_ids(shared: Path, tmp_path: Path) -> None:
     assert ids.returncode == 0, ids.stderr
     assert json.loads(ids.stdout) == render_prompt(USER, model=PromptModel.from_folder(folder)).token_ids
     assert text.stdout.startswith("<|im_start|>user\nhi<|im_end|>")
+
+
+def test_a_request_template_is_used_only_where_the_operator_allows_it() -> None:
+    pm = model(NO_TOOLS)
+    body = {**USER, "chat_template": "{{ messages[0].content | upper }}"}
+    from deltaflow.prompt.readers import RequestError
+
+    with pytest.raises(RequestError, match="not allowed") as exc:
+        render_prompt(body, model=pm)
+    assert exc.value.param == "chat_template" and exc.value.body()["error"]["param"] == "chat_template"
+    assert render_prompt(body, model=pm, allow_request_template=True).text == "HI"
+    with pytest.raises(RequestError, match="does not compile"):
+        render_prompt({**USER, "chat_template": "{% if %}"}, model=pm, allow_request_template=True)
+    with pytest.raises(RequestError, match="non-empty string"):
+        render_prompt({**USER, "chat_template": 3}, model=pm, allow_request_template=True)
