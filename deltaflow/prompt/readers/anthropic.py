@@ -36,7 +36,7 @@ from ._common import (
 
 __all__ = ("read_messages",)
 
-_ROLES = ("user", "assistant")
+_ROLES = ("user", "assistant", "system")
 _USER_BLOCKS = ("text", "tool_result")
 _ASSISTANT_BLOCKS = ("text", "thinking", "redacted_thinking", "tool_use")
 _MEDIA = frozenset({"image", "document", "file", "audio", "container_upload"})
@@ -49,7 +49,8 @@ def read_messages(body: Any) -> Conversation:
     """Read an Anthropic Messages request body.
 
     Read: ``system`` (a string or text blocks), ``messages`` (roles ``user``
-    and ``assistant``, content a string or blocks: ``text``, ``tool_use``,
+    and ``assistant``, and ``system`` between them as Claude Code sends it,
+    read as an instruction in place; content a string or blocks: ``text``, ``tool_use``,
     ``tool_result`` (string or text-block content, ``is_error``),
     ``thinking`` (with its ``signature``), ``redacted_thinking``), ``tools``
     (custom tools: ``name``, ``description``, ``input_schema``),
@@ -111,7 +112,17 @@ def read_messages(body: Any) -> Conversation:
             c.wrong(content_path, "a string or an array of content blocks", content)
         if not content and not (role == "assistant" and i == last):
             c.fail(content_path, "must not be empty (only a final assistant message may be)")
-        if role == "user":
+        if role == "system":
+            # Not in Anthropic's documented API, but Claude Code sends mid-conversation system messages
+            # (its environment notes): an instruction at that point of the conversation, as the
+            # template renders a system turn there (or folds it, where it has no system role).
+            parts = c.parts(content if not isinstance(content, str) else [{"type": "text", "text": content}],
+                            content_path, text={"text": "text"}, refused=_MEDIA, noun="blocks")
+            ins = instruction("system", parts) if parts else None
+            if ins is not None:
+                turns.append(ins)
+            previous = ()
+        elif role == "user":
             _user(c, content, content_path, previous, turns)
             previous = ()
         else:

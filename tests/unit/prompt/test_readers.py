@@ -532,7 +532,7 @@ ANTH_REFUSALS: list[tuple[Any, str | None, str, str]] = [
     (anth(AU, max_tokens=0), "max_tokens", "invalid_value", ""),
     ({"max_tokens": 5}, "messages", "missing_required_parameter", ""),
     (anth(), "messages", "invalid_value", "at least one"),
-    (anth({"role": "system", "content": "x"}), "messages[0].role", "invalid_value", "'user' or 'assistant', got 'system'"),
+    (anth({"role": "tool", "content": "x"}), "messages[0].role", "invalid_value", "got 'tool'"),
     (anth({"role": "user"}), "messages[0].content", "missing_required_parameter", ""),
     (anth({"role": "user", "content": 5}), "messages[0].content", "invalid_type", ""),
     (anth({"role": "user", "content": ""}), "messages[0].content", "invalid_value", "must not be empty"),
@@ -599,3 +599,16 @@ def test_readers_ignore_unknown_keys() -> None:
     assert read_chat(chat({**U, **extra}, **extra)) == read_chat(chat(U))
     assert read_responses(resp({**RU, **extra}, **extra)) == read_responses(resp(RU))
     assert read_messages(anth({**AU, **extra}, **extra)) == read_messages(anth(AU))
+
+
+def test_anthropic_system_messages_inside_messages_are_instructions_in_place() -> None:
+    """Claude Code sends system messages between turns (not in Anthropic's documented API): read as instructions
+    where they stand, their billing header stripped like the top-level system's."""
+    conv = read_messages(anth(AU, {"role": "assistant", "content": "ok"},
+                              {"role": "system", "content": [{"type": "text", "text": "# Environment\ncwd: /x",
+                                                              "cache_control": {"type": "ephemeral"}}]},
+                              {"role": "user", "content": "go on"}))
+    kinds = [type(t).__name__ for t in conv.turns]
+    assert kinds == ["UserTurn", "AssistantTurn", "Instruction", "UserTurn"]
+    ins = conv.turns[2]
+    assert isinstance(ins, Instruction) and ins.role == "system" and ins.text == "# Environment\ncwd: /x"
