@@ -5,7 +5,8 @@ Commands:
     deltaflow serve [options]            the OpenAI / Anthropic compatible server (replay engine);
                                          --api-key (or $DELTAFLOW_API_KEY), --max-body-bytes,
                                          --max-concurrent-streams, --idle-timeout,
-                                         --signing-key (or $DELTAFLOW_SIGNING_KEY)
+                                         --signing-key (or $DELTAFLOW_SIGNING_KEY),
+                                         --response-store [PATH], --unsupported-tools refuse|ignore
     deltaflow parse [FILE|-] [options]   parse a model output (the bundled sample when FILE is omitted)
     deltaflow parsers                    list the registered tool and reasoning parsers
     deltaflow render REQUEST.json --model DIR [--protocol chat|responses|messages] [--tokens] [--date D]
@@ -41,6 +42,7 @@ API_KEY_ENV = "DELTAFLOW_API_KEY"
 SIGNING_KEY_ENV = "DELTAFLOW_SIGNING_KEY"
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024  # the same defaults as deltaflow.server.create_app
 DEFAULT_MAX_STREAMS = 256
+DEFAULT_RESPONSE_STORE = "./deltaflow-responses.sqlite3"  # what --response-store without a PATH opens
 _SAMPLE = "sample_qwen3.txt"
 _SAMPLE_TOOLS = "sample_tools.json"
 _SAMPLE_TOOL_PARSER = "hermes"
@@ -196,6 +198,24 @@ def _build_parser() -> argparse.ArgumentParser:
     g.add_argument("--chat-template", metavar="FILE", help="a chat template file instead of the folder's")
     g.add_argument("--context-length", type=_positive_int, metavar="N", help="prompt + answer limit in tokens")
     g.add_argument("--max-tokens", type=_positive_int, metavar="N", help="the answer's limit when a request gives none")
+    g.add_argument(
+        "--clamp-max-tokens",
+        action="store_true",
+        help="lower a request's max_tokens to the context left instead of answering 400 (Claude Code asks 32000)",
+    )
+    g.add_argument(
+        "--unverified-reasoning",
+        choices=("drop", "refuse"),
+        default="drop",
+        help="a thinking block or reasoning item sent back without our valid signature or seal: "
+        "dropped from the prompt, or a 400 (default: drop)",
+    )
+    g.add_argument(
+        "--chat-reasoning",
+        choices=("accept", "drop", "refuse"),
+        default="accept",
+        help="Chat's unsigned reasoning_content in history (default: accept, as vLLM)",
+    )
     g.add_argument("--config", metavar="FILE", help="a TOML file of several models (see deltaflow.gateway.config)")
     s.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
     s.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
@@ -245,6 +265,27 @@ def _build_parser() -> argparse.ArgumentParser:
         help=(
             "the key that signs thinking blocks on /v1/messages; give every replica the same one "
             f"(default: ${SIGNING_KEY_ENV}, else a random key per process)"
+        ),
+    )
+    s.add_argument(
+        "--response-store",
+        nargs="?",
+        const=DEFAULT_RESPONSE_STORE,
+        default=None,
+        metavar="PATH",
+        help=(
+            "keep stored Responses (store, previous_response_id, GET /v1/responses/ID) in this SQLite file: "
+            f"kept across restarts, shared by the workers of one host (the flag alone: {DEFAULT_RESPONSE_STORE}; "
+            "default: in memory, lost on restart)"
+        ),
+    )
+    s.add_argument(
+        "--unsupported-tools",
+        choices=("refuse", "ignore"),
+        default="refuse",
+        help=(
+            "what a Responses tool of a type other than 'function' (web_search, mcp, custom ...) gets: "
+            "refuse (a 400 naming it, the default) or ignore (dropped, with a log line)"
         ),
     )
     return ap
@@ -417,7 +458,8 @@ def _gateway_engine(args: argparse.Namespace) -> Any:
                 reasoning_parser=args.reasoning_parser,
                 context_length=args.context_length,
                 max_tokens=args.max_tokens,
-            )])
+                clamp_max_tokens=args.clamp_max_tokens,
+            )], unverified_reasoning=args.unverified_reasoning, chat_reasoning=args.chat_reasoning)
         except ValueError as exc:
             raise _UsageError(f"--upstream {args.upstream!r}: {exc}") from None
     return anyio.run(build_engine, config)
@@ -430,6 +472,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .server import ReplayEngine, create_app
+    from .server.store import SQLiteResponseStore
 
     level = getattr(logging, args.log_level.upper())
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
@@ -440,6 +483,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     signing_key = args.signing_key if args.signing_key is not None else os.environ.get(SIGNING_KEY_ENV) or None
     if signing_key == "":
         raise _UsageError("--signing-key must not be empty (leave it out for a random key per process)")
+    store = SQLiteResponseStore(args.response_store) if args.response_store is not None else None
     app = create_app(
         engine,
         api_key=api_key,
@@ -448,12 +492,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         idle_timeout=args.idle_timeout,
         signing_key=signing_key,
         tool_calls_in_reasoning=args.tool_calls_in_reasoning,
+        response_store=store,
+        unsupported_tools=args.unsupported_tools,
     )
     # Never print either key: only whether one is set.
     sys.stderr.write(
         f"deltaflow: serving {', '.join(m.id for m in engine.models())} on http://{args.host}:{args.port}/v1"
         f" ({'API key required' if api_key else 'no API key'};"
-        f" {'signing key set' if signing_key else 'per-process signing key'})\n"
+        f" {'signing key set' if signing_key else 'per-process signing key'};"
+        f" responses stored {'in ' + args.response_store if store is not None else 'in memory'})\n"
     )
     # uvicorn's own WebSocket message cap must not undercut --max-body-bytes.
     ws_max = max(args.max_body_bytes, 16 * 1024 * 1024)

@@ -20,6 +20,7 @@ A name without a module is importable from ``deltaflow``::
      ├── UpstreamError                            deltaflow.gateway.upstream: the upstream engine failed (kind, status)
      ├── PlanError (ValueError)                   deltaflow.gateway.engine: a request the gateway cannot serve as asked
      ├── ConfigError (ValueError)                 deltaflow.gateway.config: an invalid gateway configuration
+     ├── ResponseStoreError                       deltaflow.server.store: the response store cannot be opened or used
      ├── StateError (RuntimeError)                API misuse, e.g. feeding after the final chunk
      ├── StageError                               a stage (or the source) of a pipeline failed (``__cause__``: why)
      └── EngineIdleError (TimeoutError)           deltaflow.server.limits: the engine was silent past the idle timeout

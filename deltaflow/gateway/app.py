@@ -2,7 +2,7 @@
 
 ``deltaflow serve --config FILE`` runs one process. For several::
 
-    DELTAFLOW_CONFIG=gateway.toml DELTAFLOW_SIGNING_KEY=... \\
+    DELTAFLOW_CONFIG=gateway.toml DELTAFLOW_SIGNING_KEY=... DELTAFLOW_RESPONSE_STORE=responses.sqlite3 \\
         uvicorn --factory deltaflow.gateway.app:create_gateway_app --workers 2 --port 8000
 
 Each worker builds its own engine from the same file; the gateway keeps
@@ -22,9 +22,10 @@ import anyio
 from ..server import create_app
 from .config import ConfigError, GatewayConfig, build_engine, load_config
 
-__all__ = ("CONFIG_ENV", "create_gateway_app")
+__all__ = ("CONFIG_ENV", "STORE_ENV", "create_gateway_app")
 
 CONFIG_ENV = "DELTAFLOW_CONFIG"
+STORE_ENV = "DELTAFLOW_RESPONSE_STORE"
 
 
 def create_gateway_app(config: GatewayConfig | str | os.PathLike[str] | None = None, **options: Any) -> Any:
@@ -33,7 +34,9 @@ def create_gateway_app(config: GatewayConfig | str | os.PathLike[str] | None = N
     Args:
         config: the configuration, or a TOML file's path.
         **options: :func:`~deltaflow.server.create_app` options; ``api_key`` and
-            ``signing_key`` default to ``$DELTAFLOW_API_KEY`` and ``$DELTAFLOW_SIGNING_KEY``.
+            ``signing_key`` default to ``$DELTAFLOW_API_KEY`` and ``$DELTAFLOW_SIGNING_KEY``,
+            ``response_store`` to an SQLite file at ``$DELTAFLOW_RESPONSE_STORE`` (WAL: every
+            worker opens the same file, so ``previous_response_id`` resolves on any of them).
 
     Raises:
         ConfigError: no configuration given, or an invalid one.
@@ -48,6 +51,11 @@ def create_gateway_app(config: GatewayConfig | str | os.PathLike[str] | None = N
     # the engine on a thread of its own.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         engine = pool.submit(anyio.run, build_engine, cfg).result()
+    store_path = os.environ.get(STORE_ENV)
+    if store_path and "response_store" not in options:
+        from ..server.store import SQLiteResponseStore
+
+        options["response_store"] = SQLiteResponseStore(store_path)  # one file shared by every worker
     options.setdefault("api_key", os.environ.get("DELTAFLOW_API_KEY") or None)
     options.setdefault("signing_key", os.environ.get("DELTAFLOW_SIGNING_KEY") or None)
     return create_app(engine, **options)

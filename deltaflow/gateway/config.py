@@ -12,6 +12,7 @@ FILE``)::
     # chat_template = "/path/to/template.jinja"   tool_parser = "hermes"   reasoning_parser = "qwen3"
     context_length = 32768               # prompt + answer, checked before the request is sent
     max_tokens = 4096                    # the answer's limit when a request gives none
+    # clamp_max_tokens = true            # lower a too-large request limit to what is left (else a 400)
     api_key_env = "UPSTREAM_KEY"         # the environment variable holding the upstream's key
 
 Validated with pydantic (unknown keys are refused, naming the key); the
@@ -66,6 +67,7 @@ class ModelConfig(pydantic.BaseModel):
     max_tokens: int | None = pydantic.Field(default=None, gt=0)
     api_key_env: str | None = None
     strict_template: bool = True
+    clamp_max_tokens: bool = False
     options: dict[str, Any] = pydantic.Field(default_factory=dict)
 
     @pydantic.field_validator("upstream")
@@ -77,11 +79,20 @@ class ModelConfig(pydantic.BaseModel):
 
 
 class GatewayConfig(pydantic.BaseModel):
-    """The served models."""
+    """The served models, and how reasoning sent back by clients is checked.
+
+    ``unverified_reasoning``: an Anthropic thinking block whose signature does not verify, or a
+    Responses reasoning item without a valid seal, is dropped (``"drop"``, the default) or refused
+    with a 400 (``"refuse"``); never rendered as the model's own thought. ``chat_reasoning``: what
+    Chat's unsigned ``reasoning_content`` is (``"accept"``, the default, as vLLM; ``"drop"``,
+    ``"refuse"``).
+    """
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
 
     models: list[ModelConfig] = pydantic.Field(min_length=1)
+    unverified_reasoning: Literal["drop", "refuse"] = "drop"
+    chat_reasoning: Literal["accept", "drop", "refuse"] = "accept"
 
 
 def _describe(err: pydantic.ValidationError) -> str:
@@ -215,6 +226,7 @@ async def build_engine(config: GatewayConfig | Sequence[ModelConfig]) -> Gateway
                 upstream=upstream,
                 context_length=context,
                 max_tokens=mc.max_tokens,
+                clamp_max_tokens=mc.clamp_max_tokens,
             )
         )
         if prompt.tool_parser is None and prompt.reasoning_parser is None:
@@ -232,4 +244,7 @@ async def build_engine(config: GatewayConfig | Sequence[ModelConfig]) -> Gateway
             reasoning_parser=prompt.reasoning_parser,
             tokenizer=prompt.tokenizer is not None,
         )
+    if isinstance(config, GatewayConfig):
+        return GatewayEngine(built, unverified_reasoning=config.unverified_reasoning,
+                             chat_reasoning=config.chat_reasoning)
     return GatewayEngine(built)

@@ -5,12 +5,15 @@
 step: :meth:`GatewayEngine.plan` runs before the response starts, so every
 client error is a 400 in the client's protocol, not a broken stream. A plan
 is the request read onto a :class:`~deltaflow.prompt.conversation.Conversation`
-(that API's reader, that API's error shape), rendered with the model's chat
-template and tokenized (:class:`~deltaflow.prompt.render.PromptModel`), its
-``tool_choice`` turned into a constraint the upstream takes (from
-:mod:`deltaflow.constrain`), its limits checked against the context length,
-and what the parser needs to know (thinking on or off, whether the prompt left
-reasoning open, tools off for ``tool_choice: "none"``).
+(that API's reader, that API's error shape), its reasoning verified (what
+a client sends back is rendered as the model's own thought only when this
+server signed or sealed it: :mod:`deltaflow.gateway.reasoning`), rendered
+with the model's chat template and tokenized
+(:class:`~deltaflow.prompt.render.PromptModel`), its ``tool_choice`` turned
+into a constraint the upstream takes (from :mod:`deltaflow.constrain`), its
+limits checked against the context length, and what the parser needs to
+know (thinking on or off, whether the prompt left reasoning open, tools off
+for ``tool_choice: "none"``).
 
 :meth:`GatewayEngine.generate` then streams the upstream's text; the
 model's end-of-turn marker that closes the answer (which an engine serving
@@ -32,11 +35,13 @@ from ..constrain import ToolConstraint, prepare_request
 from ..errors import DeltaflowError
 from ..items import TokenChunk
 from ..parsers import registry
-from ..prompt.conversation import Conversation
-from ..prompt.readers import read_chat, read_messages, read_responses
+from ..prompt.conversation import AssistantTurn, Conversation
+from ..prompt.readers import RequestProtocol, read_chat, read_messages, read_responses
 from ..prompt.render import PromptModel, RenderedPrompt
 from ..server.engine import EngineRequest, ModelInfo
+from ..signing import ReasoningSealer, ReasoningSigner
 from .metrics import GatewayMetrics
+from .reasoning import ChatReasoningPolicy, ReasoningPolicy, check_reasoning_policies, verify_reasoning
 from .upstream import Upstream, UpstreamError, UpstreamRequest
 
 __all__ = ("GatewayEngine", "GatewayModel", "Plan", "PlanError")
@@ -44,6 +49,7 @@ __all__ = ("GatewayEngine", "GatewayModel", "Plan", "PlanError")
 _log = structlog.get_logger("deltaflow.gateway")
 
 _READERS = {"chat.completions": read_chat, "responses": read_responses, "messages": read_messages}
+_PROTOCOLS: dict[str, RequestProtocol] = {"chat.completions": "chat", "responses": "responses", "messages": "messages"}
 
 # End-of-turn texts that close an answer, beyond the tokenizer's eos token: one per family whose
 # template ends an assistant turn with a token other than its eos (left out when the tool dialect
@@ -81,6 +87,9 @@ class GatewayModel:
             answer's end (default: the tokenizer's eos token and the family's
             turn-end token, as found in the tokenizer).
         description: one line for ``GET /v1/models``.
+        clamp_max_tokens: a request's limit larger than the context left is
+            lowered to what is left (True), instead of a 400 (False, the
+            default). Claude Code asks 32,000 tokens of any model.
     """
 
     name: str
@@ -90,6 +99,7 @@ class GatewayModel:
     max_tokens: int | None = None
     stop: tuple[str, ...] | None = None
     description: str = ""
+    clamp_max_tokens: bool = False
 
     def stop_texts(self) -> tuple[str, ...]:
         """The end-of-turn texts (see :attr:`stop`)."""
@@ -117,7 +127,7 @@ class Plan:
 
     Attributes:
         model: the served model.
-        conversation: the request, read.
+        conversation: the request, read, with its reasoning verified (what was rendered).
         prompt: the rendered prompt.
         upstream_request: what the upstream is sent.
         tools_on: whether the response is parsed for tool calls (False for
@@ -142,20 +152,63 @@ class GatewayEngine:
     Args:
         models: the served models (their names must differ).
         metrics: where to count (default: a registry of the engine's own).
+        signer: verifies the thinking signatures of Anthropic requests; it
+            must be the signer of the server's framers (:meth:`use_keys` sets
+            it after construction). None: a keyless signer, which verifies the
+            signatures of this process's other keyless signers.
+        sealer: opens the ``encrypted_content`` of Responses reasoning items
+            (None: the sealer of ``signer``'s key).
+        unverified_reasoning: what becomes of reasoning sent back without a
+            valid signature or seal: ``"drop"`` (default: left out of the
+            prompt) or ``"refuse"`` (a 400 naming the block); see
+            :mod:`deltaflow.gateway.reasoning`.
+        chat_reasoning: what becomes of Chat ``reasoning_content`` in the
+            history, which cannot be verified: ``"accept"`` (default, as
+            vLLM), ``"drop"`` or ``"refuse"``.
 
     Raises:
-        ValueError: two models share a name, or none is given.
+        ValueError: two models share a name, none is given, or a reasoning policy is unknown.
     """
 
-    def __init__(self, models: Sequence[GatewayModel], *, metrics: GatewayMetrics | None = None) -> None:
+    def __init__(
+        self,
+        models: Sequence[GatewayModel],
+        *,
+        metrics: GatewayMetrics | None = None,
+        signer: ReasoningSigner | None = None,
+        sealer: ReasoningSealer | None = None,
+        unverified_reasoning: ReasoningPolicy = "drop",
+        chat_reasoning: ChatReasoningPolicy = "accept",
+    ) -> None:
         if not models:
             raise ValueError("a gateway needs at least one model")
+        check_reasoning_policies(unverified_reasoning, chat_reasoning)
+        self.unverified_reasoning: ReasoningPolicy = unverified_reasoning
+        self.chat_reasoning: ChatReasoningPolicy = chat_reasoning
+        self._signer = signer if signer is not None else ReasoningSigner()
+        self._sealer = sealer
         self._models: dict[str, GatewayModel] = {}
         for m in models:
             if m.name in self._models:
                 raise ValueError(f"two models are named {m.name!r}")
             self._models[m.name] = m
         self.metrics = metrics if metrics is not None else GatewayMetrics()
+
+    def use_keys(self, signer: ReasoningSigner, sealer: ReasoningSealer | None = None) -> None:
+        """Verify reasoning with the server's keys: the signer (and sealer) its framers sign (and seal) with.
+
+        Args:
+            signer: the signer of the Anthropic framers.
+            sealer: the sealer of the Responses framers (None: the sealer of ``signer``'s key).
+        """
+        self._signer = signer
+        self._sealer = sealer
+
+    def _opener(self) -> ReasoningSealer:
+        """The sealer (of the signer's key unless one was given; made when a seal first needs opening)."""
+        if self._sealer is None:
+            self._sealer = ReasoningSealer.from_signer(self._signer)
+        return self._sealer
 
     async def health(self) -> dict[str, bool]:
         """Whether each model's upstream answers its health endpoint now (checked concurrently, 5 s at most)."""
@@ -206,7 +259,9 @@ class GatewayEngine:
         """Read, render and constrain one request (before the response starts).
 
         Raises:
-            RequestError: the body is invalid in its API.
+            RequestError: the body is invalid in its API, or (under
+                ``unverified_reasoning="refuse"``) it sends back reasoning this
+                server did not sign or seal.
             PromptError: the template cannot express the conversation.
             TemplateError: the template raised.
             PlanError: the request cannot be served as asked (context length,
@@ -226,7 +281,7 @@ class GatewayEngine:
         return plan
 
     def _plan(self, model: GatewayModel, reader: Any, request: EngineRequest) -> Plan:
-        conversation = reader(request.body)
+        conversation = self._verified(reader(request.body), request)
         rendered = model.prompt.render(conversation, tokens=model.prompt.tokenizer is not None)
         choice = conversation.tool_choice
         tools_on = bool(conversation.tools) and choice.mode != "none" and model.prompt.tool_parser is not None
@@ -256,6 +311,21 @@ class GatewayEngine:
             enable_thinking=rendered.enable_thinking,
             reasoning_starts_open=rendered.reasoning_starts_open,
             stop_texts=stops,
+        )
+
+    def _verified(self, conversation: Conversation, request: EngineRequest) -> Conversation:
+        """The conversation with only the reasoning this server vouches for (:func:`verify_reasoning`)."""
+        if not any(isinstance(t, AssistantTurn) and t.reasoning for t in conversation.turns):
+            return conversation
+        protocol = _PROTOCOLS[request.protocol]
+        return verify_reasoning(
+            conversation,
+            protocol=protocol,
+            signer=self._signer,
+            sealer=self._opener() if protocol == "responses" else None,
+            policy=self.unverified_reasoning,
+            chat_policy=self.chat_reasoning,
+            body=request.body,
         )
 
     @staticmethod
@@ -308,6 +378,9 @@ class GatewayEngine:
             return asked if asked is not None else model.max_tokens
         room = ctx - prompt_len
         field_name = {"messages": "max_tokens", "responses": "max_output_tokens"}.get(request.protocol, "max_tokens")
+        if asked is not None and 0 < room < asked and model.clamp_max_tokens:
+            _log.info("max_tokens_clamped", model=model.name, asked=asked, left=room)
+            return room
         if room <= 0 or (asked is not None and asked > room):
             raise PlanError(
                 f"the prompt is {prompt_len} tokens and {field_name} is {asked if asked is not None else 'unset'}: "

@@ -1,12 +1,58 @@
 """The ASGI app: OpenAI Chat Completions, OpenAI Responses and Anthropic Messages in front of an engine.
 
 Routes: ``POST /v1/chat/completions``, ``POST /v1/responses``,
-``POST /v1/messages`` (streaming and not), ``GET /v1/models``, and the
+``POST /v1/messages`` (streaming and not), ``POST /v1/messages/count_tokens``,
+``GET /v1/models``, the stored Responses (``GET`` and ``DELETE
+/v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``), and the
 WebSocket ``/v1/ws`` (the client sends one JSON request with a
 ``"protocol"`` field; the server sends one JSON message per event and
 closes with 1000, or 1011 after an error event, 1008 for a bad request or
 a missing/wrong API key, 1009 for a request over the size limit, 1013 when
 all stream slots are taken).
+
+Responses state: a Responses request whose ``store`` is not false (OpenAI's
+default is true) is stored once it completes, in the app's
+:class:`~deltaflow.server.store.ResponseStore` (default: in memory): the
+record is put *before* the final ``response.completed`` /
+``response.incomplete`` event (or the non-streaming body) goes out, so a
+client that has seen a response can continue from it at once. Nothing is
+stored per event, and a failed or cut-off stream is not stored. A request
+with ``previous_response_id`` continues a stored one: the server loads it
+(an unknown id is OpenAI's 400 ``previous_response_not_found``) and hands
+the engine one whole ``input``: the previous input items, the previous
+output items (``message``, ``reasoning`` with its ``encrypted_content``,
+``function_call``), then the new input; ``instructions`` are not inherited
+(OpenAI's rule) and ``tools`` are the new request's. The previous output's
+reasoning is the model's own, held by the server: when the app has a
+reasoning sealer (``DeltaflowApp.sealer``), a replayed reasoning item
+without ``encrypted_content`` gets one sealing its text, so a gateway that
+renders only sealed reasoning renders it (reasoning a client put in its
+input is never sealed by the server). ``GET
+/v1/responses/{id}`` returns the stored response object, ``GET
+.../input_items`` its whole input (``limit`` 1-100, default 20; ``order``
+``desc`` (default) or ``asc``; ``after`` an item id), ``DELETE`` removes it
+(``{"id", "object": "response", "deleted": true}``); an unknown or deleted
+id is a 404 (``code: "not_found"``). A failing store does not fail the
+answer: the put is logged as an error and the response still goes out.
+
+Responses options: ``function`` tools are served; other tool types (the
+hosted ``web_search``, ``file_search``, ``mcp``, ``computer_use_preview``,
+``local_shell``, ``custom``, ``namespace`` ...) are refused with a 400 naming
+the tool, or dropped with a log line under ``unsupported_tools="ignore"``
+(a ``tool_choice`` forcing a dropped tool then becomes ``"auto"``).
+``parallel_tool_calls`` (a boolean), ``truncation`` (``"auto"`` or
+``"disabled"``: both serve the whole input; a prompt over the context is
+refused, never cut), ``include`` (strings, handed to the framer) and
+``text`` are accepted; a ``text.format`` of ``json_schema`` or
+``json_object`` is accepted but not enforced (the model is not
+constrained to the schema; logged), ``conversation`` is refused.
+
+Anthropic extras: ``anthropic-version`` and ``anthropic-beta`` headers are
+accepted and never refused (betas are ignored, logged at debug).
+``/v1/messages/count_tokens`` answers ``{"input_tokens": N}``, the length
+of the prompt the request renders to, when the engine plans requests (the
+gateway, which renders and tokenizes prompts); other engines have no
+prompt to count, and get a 400 saying so.
 
 The request's ``tools`` drive name filtering; ``tool_choice="none"`` turns
 tool parsing off. Bad requests (malformed JSON, wrong types of ``model``,
@@ -53,15 +99,25 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ..errors import DeltaflowError, ToolSpecError
 from ..pipeline.runner import DeltaStream, stream
-from ..signing import ReasoningSigner
+from ..signing import ReasoningSealer, ReasoningSigner
 from ..sinks.collect import collect_async
 from ..sinks.framing import AnthropicFramer, ChatCompletionsFramer, ResponsesFramer
-from ..sinks.framing.base import Framer, WireEvent, anthropic_error_type, failure_status, openai_error_type
-from ..sinks.sse import SSEResponse, run_framed
+from ..sinks.framing.base import (
+    Framer,
+    WireEvent,
+    anthropic_error_type,
+    failure_status,
+    new_id,
+    now,
+    openai_error_type,
+)
+from ..sinks.sse import OpenStream, SSEResponse, run_framed
+from ..stages.assembler import Usage
 from ..stages.tool_feeder import check_tool_calls_in_reasoning
 from ..tools import ToolSpec, normalize_tools
 from .engine import Engine, EngineRequest, FunctionEngine, ModelInfo, ReplayEngine
 from .limits import BodyTooLarge, EngineIdleError, StreamSlots, idle_guard, key_matches, read_body
+from .store import MemoryResponseStore, ResponseStore, StoredResponse
 
 __all__ = ("DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_STREAMS", "create_app")
 
@@ -213,6 +269,193 @@ def _check_tool_choice(protocol: str, choice: Any, tools: tuple[ToolSpec, ...] |
         raise BadRequest(f"'tool_choice' names the tool {_short(name)}, which is not in 'tools'")
 
 
+UNSUPPORTED_TOOL_POLICIES = ("refuse", "ignore")
+"""What the server does with a Responses tool of a type it cannot serve (see :func:`create_app`)."""
+_TRUNCATION = ("auto", "disabled")
+_TEXT_FORMATS = ("text", "json_object", "json_schema")
+# Prefixes of the ids given to stored input items that came without one (OpenAI's item id prefixes).
+_ITEM_IDS = {"message": "msg_", "function_call": "fc_", "function_call_output": "fco_", "reasoning": "rs_"}
+# The output item types a continuation replays (what the Responses framer writes).
+_REPLAYED = frozenset({"message", "reasoning", "function_call"})
+
+
+def _decode_body(raw: bytes | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    return body
+
+
+def _tool_label(tool: dict[str, Any]) -> str:
+    """`` 'name'`` of a tool that has one (an MCP tool: its ``server_label``), else ``""``."""
+    name = tool.get("name", tool.get("server_label"))
+    return f" {_short(name)}" if isinstance(name, str) else ""
+
+
+def _responses_tools(body: dict[str, Any], policy: str) -> dict[str, Any]:
+    """The body with its non-function tools refused (``"refuse"``) or dropped (``"ignore"``).
+
+    Raises:
+        BadRequest: a tool, or a ``tool_choice``, of a type other than ``function`` under ``"refuse"``.
+    """
+    tools = body.get("tools")
+    choice = body.get("tool_choice")
+    hosted_choice = isinstance(choice, dict) and choice.get("type") not in ("function", "allowed_tools", None)
+    if not isinstance(tools, list) and not hosted_choice:
+        return body  # no tools, or not a list (normalize_tools says so)
+    kept: list[Any] = []
+    dropped: list[str] = []
+    for i, tool in enumerate(tools if isinstance(tools, list) else ()):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind is None or kind == "function":
+            kept.append(tool)
+            continue
+        assert isinstance(tool, dict)
+        if policy == "refuse":
+            raise BadRequest(
+                f"tools[{i}]{_tool_label(tool)} is of type {_short(kind)}, which this server cannot serve: it runs "
+                "'function' tools only (hosted tools such as web_search, file_search, mcp or computer_use_preview, "
+                "and custom or namespace tools, are not available); remove the tool, or have the operator start "
+                "the server with unsupported_tools='ignore' (deltaflow serve --unsupported-tools ignore) to drop "
+                "such tools",
+                param=f"tools[{i}].type",
+                code="unsupported_value",
+            )
+        dropped.append(f"{kind}{_tool_label(tool)}")
+    out = body
+    if dropped:
+        _log.info("unsupported_tools_dropped", tools=dropped)
+        out = {**body, "tools": kept}
+    if hosted_choice:
+        assert isinstance(choice, dict)
+        if policy == "refuse":
+            raise BadRequest(
+                f"'tool_choice' of type {_short(choice.get('type'))} names a tool type this server cannot serve: "
+                "use 'auto', 'required', 'none', {'type': 'function', 'name': ...} or {'type': 'allowed_tools', ...}",
+                param="tool_choice",
+                code="unsupported_value",
+            )
+        _log.info("unsupported_tool_choice_dropped", tool_choice=_short(choice))
+        out = {**out, "tool_choice": "auto"}
+    return out
+
+
+def _check_responses_options(body: dict[str, Any]) -> tuple[str, ...]:
+    """Check the Responses options the server accepts without acting on them; returns ``include``.
+
+    Raises:
+        BadRequest: ``parallel_tool_calls``, ``truncation``, ``text`` or ``include`` of the wrong form.
+    """
+    parallel = body.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise BadRequest(
+            f"'parallel_tool_calls' must be a boolean, got {_short(parallel)}", param="parallel_tool_calls"
+        )
+    truncation = body.get("truncation")
+    if truncation is not None and truncation not in _TRUNCATION:
+        raise BadRequest(
+            f"'truncation' must be one of {', '.join(_TRUNCATION)}, got {_short(truncation)}", param="truncation"
+        )
+    text = body.get("text")
+    if text is not None:
+        if not isinstance(text, dict):
+            raise BadRequest(f"'text' must be an object, got {type(text).__name__}", param="text")
+        fmt = text.get("format")
+        if fmt is not None:
+            kind = fmt.get("type") if isinstance(fmt, dict) else None
+            if kind not in _TEXT_FORMATS:
+                raise BadRequest(
+                    f"'text.format' must be an object with type one of {', '.join(_TEXT_FORMATS)}, got {_short(fmt)}",
+                    param="text.format",
+                )
+            if kind != "text":
+                # Accepted so that clients asking for structured output still get an answer; nothing
+                # constrains the model to the format, so the answer may not be valid JSON.
+                _log.info("text_format_not_enforced", format=kind)
+    include = body.get("include")
+    if include is None:
+        return ()
+    if not isinstance(include, list) or not all(isinstance(x, str) for x in include):
+        raise BadRequest(f"'include' must be an array of strings, got {_short(include)}", param="include")
+    return tuple(include)
+
+
+def _input_items(raw: Any) -> list[dict[str, Any]]:
+    """A Responses ``input`` in item form, each item with an ``id`` (copies; the request is not changed).
+
+    A string is one user ``message`` item; an item given without ``type`` but with a
+    ``role`` gets ``"type": "message"``; contents are kept as sent.
+
+    Raises:
+        BadRequest: an entry of the list is not an object.
+    """
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        return [
+            {"type": "message", "id": new_id("msg_"), "role": "user", "content": [{"type": "input_text", "text": raw}]}
+        ]
+    items: list[dict[str, Any]] = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise BadRequest(f"input[{i}] must be an input item object, got {type(item).__name__}", param=f"input[{i}]")
+        kind = item.get("type", "message" if "role" in item else None)
+        out = dict(item)
+        if kind is not None:
+            out["type"] = kind
+        if not isinstance(out.get("id"), str):
+            out["id"] = new_id(_ITEM_IDS.get(kind, "item_") if isinstance(kind, str) else "item_")
+        items.append(out)
+    return items
+
+
+def _reasoning_text(item: dict[str, Any]) -> str:
+    """A reasoning item's text as the Responses reader takes it: its ``content`` texts, else its ``summary`` texts."""
+    for key in ("content", "summary"):
+        parts = item.get(key)
+        if not isinstance(parts, list):
+            continue
+        texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        if texts:
+            return "\n".join(texts)
+    return ""
+
+
+def _history(previous: StoredResponse, seal: Callable[[str], str] | None) -> list[dict[str, Any]]:
+    """What a continuation of ``previous`` starts with: its input, then its replayable output items.
+
+    The output's reasoning items are the model's own, held by this server: with a ``seal`` (the app's
+    reasoning sealer, when it has one) each gets an ``encrypted_content`` sealing its text unless it has
+    one, so a gateway that renders only sealed reasoning renders it. Reasoning in the previous *input*
+    is left as it is: a client wrote it, or it was sealed when it was replayed before.
+    """
+    output = previous.response.get("output")
+    replayed: list[dict[str, Any]] = []
+    for item in output if isinstance(output, list) else ():
+        if not isinstance(item, dict) or item.get("type") not in _REPLAYED:
+            continue
+        if seal is not None and item.get("type") == "reasoning" and not isinstance(item.get("encrypted_content"), str):
+            text = _reasoning_text(item)
+            if text:
+                item = {**item, "encrypted_content": seal(text)}
+        replayed.append(item)
+    return [*previous.input_items, *replayed]
+
+
+class _Draft(msgspec.Struct, frozen=True, kw_only=True):
+    """What a Responses request will store once its response is complete (all but the response itself)."""
+
+    input_items: list[dict[str, Any]]
+    instructions: str | None
+    tools: list[dict[str, Any]] | None
+    previous_response_id: str | None
+
+
 class _Prepared(msgspec.Struct, kw_only=True):
     protocol: str
     body: dict[str, Any]
@@ -224,6 +467,52 @@ class _Prepared(msgspec.Struct, kw_only=True):
     reasoning_summary: bool = False
     reasoning_starts_open: bool | None = None
     plan: Any = None
+    include: tuple[str, ...] = ()
+    """Responses ``include`` (e.g. ``reasoning.encrypted_content``), for the framer."""
+    stored: _Draft | None = None
+    """Responses: what to store when the response completes (None: ``store`` is false, or another protocol)."""
+
+
+class _StoringFramer:
+    """A :class:`ResponsesFramer` whose final events go out only once the response is stored.
+
+    Its :meth:`open_stream` opens the pipeline; when the pipeline has ended
+    without an error it finishes the inner framer, awaits the store's put,
+    and keeps the final events for :meth:`finish` (which the stream's
+    writer calls right after): so ``response.completed`` reaches the client
+    only when the response can be continued from, on any replica. A stream
+    that fails or is cut off never reaches the put.
+    """
+
+    def __init__(
+        self,
+        inner: ResponsesFramer,
+        open_stream: OpenStream,
+        save: Callable[[dict[str, Any]], Any],
+    ) -> None:
+        self._inner = inner
+        self._open = open_stream
+        self._save = save
+        self._last: list[WireEvent] | None = None
+        # The inner framer's own bound methods: a delta costs no extra call.
+        self.start: Callable[[], list[WireEvent]] = inner.start
+        self.feed: Callable[[Any], list[WireEvent]] = inner.feed
+        self.error: Callable[[BaseException], list[WireEvent]] = inner.error
+
+    @contextlib.asynccontextmanager
+    async def open_stream(self) -> AsyncIterator[DeltaStream]:
+        """The pipeline; on a clean end, finish and store (see the class docstring)."""
+        async with self._open() as deltas:
+            yield deltas
+        self._last = self._inner.finish(deltas.usage)
+        await self._save(self._inner.response())
+
+    def finish(self, usage: Usage | None = None) -> list[WireEvent]:
+        """The final events, kept by :meth:`open_stream` once the response was stored."""
+        if self._last is None:
+            return self._inner.finish(usage)
+        last, self._last = self._last, []
+        return last
 
 
 class DeltaflowApp:
@@ -239,10 +528,16 @@ class DeltaflowApp:
         max_streams: int | None = None,
         idle_timeout: float | None = None,
         signer: ReasoningSigner | None = None,
+        sealer: ReasoningSealer | None = None,
         tool_calls_in_reasoning: str = "trailing",
+        response_store: ResponseStore | None = None,
+        unsupported_tools: str = "refuse",
     ) -> None:
         self.engine = engine
+        self.response_store: ResponseStore = response_store if response_store is not None else MemoryResponseStore()
+        self.unsupported_tools = unsupported_tools
         self.signer = signer if signer is not None else ReasoningSigner()
+        self.sealer = sealer if sealer is not None else ReasoningSealer.from_signer(self.signer)
         self.heartbeat = heartbeat
         self.api_key = api_key
         self.max_body_bytes = max_body_bytes
@@ -257,17 +552,78 @@ class DeltaflowApp:
             return True
         return key_matches(headers, self.api_key, anthropic=protocol == "messages")
 
+    # -- stored responses ----------------------------------------------------------
+    async def lookup(self, response_id: str) -> StoredResponse | None:
+        """The stored response, or None.
+
+        Raises:
+            BadRequest: a 500: the store failed (the cause is logged, not sent).
+        """
+        try:
+            return await self.response_store.get(response_id)
+        except Exception as exc:
+            _log.error("response_store_failed", op="get", response_id=response_id, error=str(exc))
+            raise BadRequest("the response store is unavailable", status=500) from exc
+
+    async def save(self, p: _Prepared, response: dict[str, Any]) -> None:
+        """Store a completed response (nothing when ``store`` was false).
+
+        A failing store is logged as an error and not raised: the answer
+        still goes out, and only its continuation is lost.
+        """
+        draft = p.stored
+        if draft is None:
+            return
+        created = response.get("created_at")
+        record = StoredResponse(
+            response=response,
+            input_items=draft.input_items,
+            instructions=draft.instructions,
+            tools=draft.tools,
+            model=p.info.id,
+            created_at=created if isinstance(created, int) else now(),
+            previous_response_id=draft.previous_response_id,
+        )
+        try:
+            await self.response_store.put(response["id"], record)
+        except Exception as exc:
+            _log.error("response_store_failed", op="put", response_id=response.get("id"), error=str(exc))
+
     # -- request handling ----------------------------------------------------------
-    def prepare(self, protocol: str, raw: bytes | dict[str, Any]) -> _Prepared:
-        if isinstance(raw, dict):
-            body = raw
-        else:
-            try:
-                body = msgspec.json.decode(raw)
-            except msgspec.DecodeError as exc:
-                raise BadRequest(f"the request body is not valid JSON: {exc}") from None
-        if not isinstance(body, dict):
-            raise BadRequest("the request body must be a JSON object")
+    async def accept(self, protocol: str, raw: bytes | dict[str, Any]) -> _Prepared:
+        """:meth:`prepare` after loading the stored state the request names (``previous_response_id``).
+
+        Raises:
+            BadRequest: as :meth:`prepare`; a ``previous_response_id`` that is
+                not a string or names no stored response (OpenAI's 400
+                ``previous_response_not_found``); a 500 when the store failed.
+        """
+        body = _decode_body(raw)
+        previous = None
+        if protocol == "responses":
+            previous_id = body.get("previous_response_id")
+            if previous_id is not None:
+                if not isinstance(previous_id, str) or not previous_id:
+                    raise BadRequest(
+                        f"'previous_response_id' must be the id of a stored response (a string), got "
+                        f"{_short(previous_id)}",
+                        param="previous_response_id",
+                    )
+                previous = await self.lookup(previous_id)
+                if previous is None:
+                    raise BadRequest(
+                        f"Previous response with id {_short(previous_id)} not found.",
+                        code="previous_response_not_found",
+                        param="previous_response_id",
+                    )
+        return self.prepare(protocol, body, previous=previous)
+
+    def model_info(self, body: dict[str, Any]) -> ModelInfo:
+        """The served model the body's ``model`` names.
+
+        Raises:
+            BadRequest: ``model`` is missing or not a string (400), or not served (404 ``model_not_found``).
+        """
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise BadRequest("'model' is required and must be a string")
@@ -278,6 +634,26 @@ class DeltaflowApp:
                 status=404,
                 code="model_not_found",
             )
+        return info
+
+    def prepare(
+        self, protocol: str, raw: bytes | dict[str, Any], *, previous: StoredResponse | None = None
+    ) -> _Prepared:
+        """Check a request and plan it (a planning engine's ``plan`` runs here).
+
+        Args:
+            protocol: ``"chat.completions"``, ``"responses"`` or ``"messages"``.
+            raw: the body, as bytes or decoded.
+            previous: the stored response a Responses body's
+                ``previous_response_id`` names, loaded (see :meth:`accept`).
+
+        Raises:
+            BadRequest: the request is refused (the status, code and parameter say why).
+        """
+        body = _decode_body(raw)
+        info = self.model_info(body)
+        include: tuple[str, ...] = ()
+        draft: _Draft | None = None
         if protocol == "messages":
             _check_messages(body, protocol)
             _positive_int(body, "max_tokens", required=True)
@@ -290,6 +666,12 @@ class DeltaflowApp:
             if inp is not None and not isinstance(inp, (str, list)):
                 raise BadRequest(f"'input' must be a string or a list, got {type(inp).__name__}")
             _positive_int(body, "max_output_tokens", required=False)
+            body, draft = self._responses_state(body, previous)
+            body = _responses_tools(body, self.unsupported_tools)
+            include = _check_responses_options(body)
+            if draft is not None:
+                served = body.get("tools")  # after unsupported_tools="ignore" dropped what it drops
+                draft = msgspec.structs.replace(draft, tools=served if isinstance(served, list) else None)
         summary = False
         if protocol == "responses":
             reasoning = body.get("reasoning")
@@ -338,6 +720,8 @@ class DeltaflowApp:
                 reasoning_summary=summary,
                 reasoning_starts_open=starts_open if isinstance(starts_open, bool) else None,
                 plan=plan,
+                include=include,
+                stored=draft,
             )
         return _Prepared(
             protocol=protocol,
@@ -348,6 +732,59 @@ class DeltaflowApp:
             enable_thinking=thinking,
             streaming=streaming,
             reasoning_summary=summary,
+            include=include,
+            stored=draft,
+        )
+
+    def _responses_state(
+        self, body: dict[str, Any], previous: StoredResponse | None
+    ) -> tuple[dict[str, Any], _Draft | None]:
+        """Resolve ``previous_response_id`` into one whole ``input``, and draft what ``store`` keeps.
+
+        Returns:
+            The body the engine gets (with ``previous``: the previous input
+            and output items, then the new input, and no
+            ``previous_response_id``), and the draft record (None when
+            ``store`` is false).
+
+        Raises:
+            BadRequest: ``store`` is not a boolean, ``conversation`` is given,
+                ``previous_response_id`` was not loaded, an input entry is not
+                an object.
+        """
+        store = body.get("store")
+        if store is not None and not isinstance(store, bool):
+            raise BadRequest(f"'store' must be a boolean, got {_short(store)}", param="store")
+        if body.get("conversation") is not None:
+            raise BadRequest(
+                "'conversation' (OpenAI's Conversations API) is not supported: continue a response with "
+                "'previous_response_id', or send the whole conversation in 'input'",
+                param="conversation",
+                code="unsupported_value",
+            )
+        previous_id = body.get("previous_response_id")
+        if previous_id is not None and previous is None:
+            raise BadRequest(
+                "'previous_response_id' was not resolved: the server loads the stored response before "
+                "preparing the request (DeltaflowApp.accept)",
+                param="previous_response_id",
+            )
+        if store is False and previous is None:
+            return body, None  # nothing to resolve, nothing to keep: the body goes as sent
+        items = _input_items(body.get("input"))
+        if previous is not None:
+            seal = getattr(getattr(self, "sealer", None), "seal", None)  # the Responses framers' sealer, if any
+            items = [*_history(previous, seal if callable(seal) else None), *items]
+            body = {k: v for k, v in body.items() if k != "previous_response_id"}
+            body["input"] = items
+        if store is False:
+            return body, None
+        instructions = body.get("instructions")
+        return body, _Draft(
+            input_items=items,
+            instructions=instructions if isinstance(instructions, str) else None,
+            tools=None,  # the tools as served: filled in by prepare
+            previous_response_id=previous_id if previous is not None else None,
         )
 
     def opener(self, p: _Prepared) -> Callable[[], AbstractAsyncContextManager[DeltaStream]]:
@@ -387,7 +824,12 @@ class DeltaflowApp:
                 reasoning_field="reasoning" if p.body.get("reasoning_field") == "reasoning" else "reasoning_content",
             )
         if p.protocol == "responses":
-            return ResponsesFramer(model, reasoning_summary=p.reasoning_summary)
+            return ResponsesFramer(
+                model,
+                reasoning_summary=p.reasoning_summary,
+                sealer=self.sealer,
+                include_encrypted="reasoning.encrypted_content" in (p.include or ()),
+            )
         # A stream that is only sent keeps no block text but the thinking it signs.
         return AnthropicFramer(model, signer=self.signer, keep_message=not p.streaming)
 
@@ -409,7 +851,74 @@ class DeltaflowApp:
             async for delta in deltas:
                 feed(delta)
         framer.finish(deltas.usage)
-        return framer.response() if isinstance(framer, ResponsesFramer) else framer.message()
+        if isinstance(framer, AnthropicFramer):
+            return framer.message()
+        response = framer.response()
+        await self.save(p, response)
+        return response
+
+    def streamed(self, p: _Prepared) -> tuple[OpenStream, Framer]:
+        """The pipeline opener and the framer of a streamed response (a Responses one stores before its end)."""
+        framer = self.framer(p)
+        open_stream = self.opener(p)
+        if p.stored is None or not isinstance(framer, ResponsesFramer):
+            return open_stream, framer
+
+        async def save(response: dict[str, Any]) -> None:
+            await self.save(p, response)
+
+        storing = _StoringFramer(framer, open_stream, save)
+        return storing.open_stream, storing
+
+    def count_tokens(self, raw: bytes | dict[str, Any]) -> int:
+        """The prompt length of an Anthropic ``/v1/messages/count_tokens`` body.
+
+        The body is read, rendered and tokenized by the engine's planner
+        exactly as a ``/v1/messages`` request would be (it has no
+        ``max_tokens``: a placeholder of 1 stands in; a ``tool_choice`` of
+        ``any`` or ``tool``, which only constrains generation, is counted
+        as ``auto`` so no constraint is built).
+
+        Raises:
+            BadRequest: the body is invalid, the engine does not plan
+                requests (no prompt to count), the model has no tokenizer,
+                or the planner refused the request.
+        """
+        body = _decode_body(raw)
+        info = self.model_info(body)
+        _check_messages(body, "messages")
+        tools_raw = body.get("tools")
+        try:
+            tools = normalize_tools(tools_raw) if tools_raw is not None else None
+        except ToolSpecError as exc:
+            raise BadRequest(str(exc)) from None
+        choice = body.get("tool_choice")
+        _check_tool_choice("messages", choice, tools)
+        planner = getattr(self.engine, "plan", None)
+        if not callable(planner):
+            raise BadRequest(
+                f"counting tokens needs an engine that renders and tokenizes prompts (the gateway: deltaflow serve "
+                f"--upstream URL --model DIR); the engine serving model {info.id!r} ({type(self.engine).__name__}) "
+                "has no prompt to count"
+            )
+        counted = {**body, "max_tokens": 1, "stream": False}
+        if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+            counted["tool_choice"] = {"type": "auto"}
+        request = EngineRequest(model=info.id, protocol="messages", body=counted, tools=tools, stream=False)
+        try:
+            plan = planner(request)
+        except Exception as exc:
+            refusal = _client_error(exc)
+            if refusal is None:
+                raise
+            raise refusal from exc
+        ids = getattr(getattr(plan, "prompt", None), "token_ids", None)
+        if ids is None:
+            raise BadRequest(
+                f"model {info.id!r} is served without a tokenizer, so its prompt cannot be counted "
+                "(give the model folder a tokenizer.json)"
+            )
+        return len(ids)
 
 
 class _SlotReleasing:
@@ -439,8 +948,10 @@ def _route(app_state: DeltaflowApp, protocol: str) -> Callable[[Request], Any]:
             return _limit_response(protocol, "too_large", str(exc))
         except ClientDisconnect:
             return Response(status_code=400)
+        if protocol == "messages":
+            _note_betas(request.headers)
         try:
-            p = app_state.prepare(protocol, raw)
+            p = await app_state.accept(protocol, raw)
         except BadRequest as exc:
             _log.info("bad_request", protocol=protocol, error=str(exc))
             body = _error_body(protocol, exc.status, str(exc), exc.code, exc.param)
@@ -451,9 +962,10 @@ def _route(app_state: DeltaflowApp, protocol: str) -> Callable[[Request], Any]:
             return _limit_response(protocol, "busy", _busy_message(slots.limit))
         if p.streaming:
             try:
+                open_stream, framer = app_state.streamed(p)
                 sse = SSEResponse(
-                    app_state.opener(p),
-                    app_state.framer(p),
+                    open_stream,
+                    framer,
                     done_marker=protocol == "chat.completions",
                     heartbeat=app_state.heartbeat,
                 )
@@ -475,6 +987,58 @@ def _route(app_state: DeltaflowApp, protocol: str) -> Callable[[Request], Any]:
     return endpoint
 
 
+def _note_betas(headers: Any) -> None:
+    """Log (at debug) the ``anthropic-beta`` features a request asks for: none changes what the server does."""
+    beta = headers.get("anthropic-beta")
+    if beta:
+        _log.debug("anthropic_beta_ignored", betas=[b.strip() for b in beta.split(",") if b.strip()])
+
+
+def _error_response(protocol: str, exc: BadRequest) -> JSONResponse:
+    return JSONResponse(_error_body(protocol, exc.status, str(exc), exc.code, exc.param), status_code=exc.status)
+
+
+def _not_found(response_id: str) -> BadRequest:
+    return BadRequest(f"Response with id {_short(response_id)} not found.", status=404, code="not_found")
+
+
+def _query_limit(request: Request) -> int:
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return 20
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= 100:
+        raise BadRequest(f"'limit' must be an integer from 1 to 100, got {_short(raw)}", param="limit")
+    return limit
+
+
+def _input_items_page(record: StoredResponse, request: Request, response_id: str) -> dict[str, Any]:
+    """One page of a stored response's input items, in OpenAI's list shape."""
+    limit = _query_limit(request)
+    order = request.query_params.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise BadRequest(f"'order' must be 'asc' or 'desc', got {_short(order)}", param="order")
+    items = record.input_items if order == "asc" else record.input_items[::-1]
+    after = request.query_params.get("after")
+    if after is not None:
+        ids = [item.get("id") for item in items]
+        if after not in ids:
+            raise BadRequest(f"'after': response {_short(response_id)} has no input item {_short(after)}",
+                             param="after")
+        items = items[ids.index(after) + 1 :]
+    page = items[:limit]
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0].get("id") if page else None,
+        "last_id": page[-1].get("id") if page else None,
+        "has_more": len(items) > limit,
+    }
+
+
 def create_app(
     engine: Engine | Callable[[EngineRequest], AsyncIterator[Any]] | None = None,
     *,
@@ -489,6 +1053,8 @@ def create_app(
     idle_timeout: float | None = None,
     signing_key: bytes | str | None = None,
     tool_calls_in_reasoning: str = "trailing",
+    response_store: ResponseStore | None = None,
+    unsupported_tools: str = "refuse",
 ) -> Starlette:
     """Build the ASGI app.
 
@@ -528,15 +1094,31 @@ def create_app(
         tool_calls_in_reasoning: what a tool block inside reasoning is, for
             every model served: ``"trailing"`` (default), ``"always"`` or
             ``"never"`` (see :class:`~deltaflow.ResponseParser`).
+        response_store: where Responses requests with ``store`` are kept
+            and ``previous_response_id`` is resolved
+            (:mod:`deltaflow.server.store`); the app closes it at shutdown.
+            None: a :class:`~deltaflow.server.store.MemoryResponseStore` of
+            this process (lost on restart, not shared by workers: give
+            several workers an
+            :class:`~deltaflow.server.store.SQLiteResponseStore` on one file).
+        unsupported_tools: what a Responses tool of a type other than
+            ``function`` gets: ``"refuse"`` (default: a 400 naming the tool
+            and its type) or ``"ignore"`` (the tool is dropped, with a log
+            line, and the request served without it).
 
     Returns:
         A Starlette application.
 
     Raises:
         ValueError: a limit is not positive, ``signing_key`` is empty, or
-            ``tool_calls_in_reasoning`` is not one of the policies.
+            ``tool_calls_in_reasoning`` or ``unsupported_tools`` is not one
+            of the policies.
     """
     check_tool_calls_in_reasoning(tool_calls_in_reasoning)
+    if unsupported_tools not in UNSUPPORTED_TOOL_POLICIES:
+        raise ValueError(
+            f"unsupported_tools must be one of {', '.join(UNSUPPORTED_TOOL_POLICIES)}, got {_short(unsupported_tools)}"
+        )
     for name, value in (
         ("max_body_bytes", max_body_bytes),
         ("max_streams", max_streams),
@@ -561,7 +1143,12 @@ def create_app(
         idle_timeout=idle_timeout,
         signer=ReasoningSigner(signing_key),
         tool_calls_in_reasoning=tool_calls_in_reasoning,
+        response_store=response_store,
+        unsupported_tools=unsupported_tools,
     )
+    use_keys = getattr(eng, "use_keys", None)
+    if callable(use_keys):
+        use_keys(state.signer, state.sealer)  # a planning engine verifies reasoning with the framers' keys
 
     async def models(request: Request) -> Response:
         if not state.authorized(request.headers, "models"):
@@ -606,7 +1193,7 @@ def create_app(
             if asked not in _PROTOCOLS:
                 raise BadRequest(f"'protocol' must be one of {', '.join(_PROTOCOLS)}, got {_short(asked)}")
             protocol = asked
-            p = state.prepare(protocol, req)
+            p = await state.accept(protocol, req)
         except (BadRequest, msgspec.DecodeError) as exc:
             status, code = (exc.status, exc.code) if isinstance(exc, BadRequest) else (400, None)
             await ws.send_text(msgspec.json.encode(_error_body(protocol, status, str(exc), code)).decode())
@@ -628,7 +1215,7 @@ def create_app(
                 await ws.send_text(enc.encode(ev.data).decode())
 
         try:
-            await run_framed(state.opener(p), state.framer(p), emit)
+            await run_framed(*state.streamed(p), emit)
         except WebSocketDisconnect:
             return
         finally:
@@ -652,10 +1239,59 @@ def create_app(
         text, content_type = eng.metrics_text()  # type: ignore[attr-defined]
         return Response(text, media_type=content_type)
 
+    async def stored(request: Request) -> Response:
+        """``GET`` / ``DELETE /v1/responses/{id}`` and ``GET /v1/responses/{id}/input_items``."""
+        if not state.authorized(request.headers, "responses"):
+            return _limit_response("responses", "auth", _auth_message("authorization" in request.headers,
+                                                                      "responses"))
+        response_id = request.path_params["response_id"]
+        try:
+            if request.method == "DELETE":
+                try:
+                    deleted = await state.response_store.delete(response_id)
+                except Exception as exc:
+                    _log.error("response_store_failed", op="delete", response_id=response_id, error=str(exc))
+                    raise BadRequest("the response store is unavailable", status=500) from exc
+                if not deleted:
+                    raise _not_found(response_id)
+                return JSONResponse({"id": response_id, "object": "response", "deleted": True})
+            if request.query_params.get("stream", "false").lower() not in ("false", "0"):
+                raise BadRequest("streaming a stored response is not supported: retrieve it without 'stream'",
+                                 param="stream", code="unsupported_value")
+            record = await state.lookup(response_id)
+            if record is None:
+                raise _not_found(response_id)
+            if request.url.path.endswith("/input_items"):
+                return JSONResponse(_input_items_page(record, request, response_id))
+            return JSONResponse(record.response)
+        except BadRequest as exc:
+            return _error_response("responses", exc)
+
+    async def count_tokens(request: Request) -> Response:
+        if not state.authorized(request.headers, "messages"):
+            has = "authorization" in request.headers or "x-api-key" in request.headers
+            return _limit_response("messages", "auth", _auth_message(has, "messages"))
+        try:
+            raw = await read_body(request, state.max_body_bytes)
+        except BodyTooLarge as exc:
+            return _limit_response("messages", "too_large", str(exc))
+        except ClientDisconnect:
+            return Response(status_code=400)
+        _note_betas(request.headers)
+        try:
+            count = state.count_tokens(raw)
+        except BadRequest as exc:
+            _log.info("bad_request", protocol="messages.count_tokens", error=str(exc))
+            return _error_response("messages", exc)
+        return JSONResponse({"input_tokens": count})
+
     routes = [
         Route("/v1/chat/completions", _route(state, "chat.completions"), methods=["POST"]),
         Route("/v1/responses", _route(state, "responses"), methods=["POST"]),
+        Route("/v1/responses/{response_id}", stored, methods=["GET", "DELETE"]),
+        Route("/v1/responses/{response_id}/input_items", stored, methods=["GET"]),
         Route("/v1/messages", _route(state, "messages"), methods=["POST"]),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         WebSocketRoute("/v1/ws", websocket),
         Route("/healthz", healthz, methods=["GET"]),
@@ -665,10 +1301,15 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        close = getattr(eng, "aclose", None)
-        if callable(close):
-            await close()  # the upstreams' pooled connections
+        try:
+            yield
+        finally:
+            try:
+                close = getattr(eng, "aclose", None)
+                if callable(close):
+                    await close()  # the upstreams' pooled connections
+            finally:
+                await state.response_store.close()
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.deltaflow = state

@@ -84,7 +84,12 @@ def read_responses(body: Any) -> Conversation:
 
     Stored state is refused: ``previous_response_id`` and ``conversation``
     need the conversation they name, which this reader does not have; so are
-    ``item_reference`` items and hosted tools.
+    ``item_reference`` items and hosted tools. deltaflow's server resolves
+    ``previous_response_id`` itself before a request reaches this reader: it
+    loads the stored response (:mod:`deltaflow.server.store`) and hands over
+    the whole conversation in ``input`` (the previous input, the previous
+    output items, then the new input), without the field; so a body that
+    still carries it here was not resolved, and is refused.
 
     Args:
         body: the decoded JSON body.
@@ -104,7 +109,8 @@ def read_responses(body: Any) -> Conversation:
         if body.get(key) is not None:
             c.fail(
                 key,
-                "stored conversations are not supported here: send the whole conversation in 'input'",
+                "stored conversations are not supported here: send the whole conversation in 'input' "
+                "(deltaflow's server resolves previous_response_id before reading)",
                 UNSUPPORTED,
             )
     turns: list[Turn] = []

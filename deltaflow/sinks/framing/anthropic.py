@@ -9,7 +9,9 @@ the call's argument fragments, whose concatenation is always a valid JSON
 prefix and a complete object by the block's stop (the parsing stages
 guarantee it). Every thinking block ends with a ``signature_delta`` (the
 :class:`~deltaflow.signing.ReasoningSigner` signature of the block's whole
-thinking text) right before its ``content_block_stop``. Then
+thinking text) right before its ``content_block_stop``; the gateway
+renders a block sent back as the model's own thought only when that
+signature verifies (:mod:`deltaflow.gateway.reasoning`). Then
 ``message_delta`` (stop reason ``tool_use``, ``end_turn`` or
 ``max_tokens``; usage) and ``message_stop``. An error is an ``error`` event
 whose ``error.type`` comes from ``ERROR_TYPES`` (``api_error``, or

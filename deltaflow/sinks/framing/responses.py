@@ -22,6 +22,18 @@ Reasoning summary: with ``reasoning_summary=True`` (the request's
 ``summary: [{"type": "summary_text", "text": ...}]``), for clients that only
 read summaries. This is the model's raw reasoning, not a summary of it.
 
+Encrypted reasoning: a framer given a
+:class:`~deltaflow.signing.ReasoningSealer` and ``include_encrypted=True``
+(the request's ``include: ["reasoning.encrypted_content"]``) adds to every
+reasoning item, in its ``response.output_item.done`` and in the final
+response, ``encrypted_content``: the item's reasoning text sealed (see
+:mod:`deltaflow.signing`). A client that keeps no state (``store: false``,
+Codex CLI) sends the item back with it, and the gateway renders the text it
+opens to as the model's own reasoning; a reasoning item sent back without a
+valid seal is not (see :mod:`deltaflow.gateway.reasoning`). The item that
+``response.output_item.added`` opens has no ``encrypted_content`` yet (the
+text is not known).
+
 Usage: the protocol's counts are integers (the official SDK's types, and
 Vercel's AI SDK requires them in ``response.completed``); a count that was
 not measured is sent as 0 and named in the usage's ``deltaflow_unknown``
@@ -35,6 +47,7 @@ from typing import Any
 
 from ...errors import StateError
 from ...messages import DeltaMessage
+from ...signing import ReasoningSealer
 from ...stages.assembler import Usage
 from .base import UNKNOWN_KEY, WireEvent, error_message, failure_status, measured, new_id, now, openai_error_type
 
@@ -78,6 +91,10 @@ class ResponsesFramer:
         response_id: the response id (default: a fresh ``resp_...``).
         reasoning_summary: also send the reasoning as summary part 0 (see
             the module docstring: the raw reasoning, not a summary).
+        sealer: seals reasoning items' text into their ``encrypted_content``
+            (with ``include_encrypted``; None: never sealed).
+        include_encrypted: the request asked for ``reasoning.encrypted_content``
+            in ``include``. Without a ``sealer`` it adds nothing.
     """
 
     def __init__(
@@ -87,12 +104,15 @@ class ResponsesFramer:
         input_tokens: int | None = None,
         response_id: str | None = None,
         reasoning_summary: bool = False,
+        sealer: ReasoningSealer | None = None,
+        include_encrypted: bool = False,
     ) -> None:
         self.id = response_id or new_id("resp_")
         self.model = model
         self.created_at = now()
         self._input_tokens = input_tokens
         self._summary = reasoning_summary
+        self._sealer = sealer if include_encrypted else None
         self._seq = 0
         self._output: list[dict[str, Any]] = []
         self._item: dict[str, Any] | None = None
@@ -228,6 +248,8 @@ class ResponsesFramer:
                     )
                 )
                 done["summary"] = [summary]
+            if kind == _REASONING and self._sealer is not None:
+                done["encrypted_content"] = self._sealer.seal(text)
         out.append(self._event("response.output_item.done", output_index=idx, item=done))
         self._output.append(done)
         self._item = None

@@ -154,3 +154,17 @@ def test_usage_and_latency_are_counted() -> None:
     assert 'deltaflow_generated_tokens_total{model="m"} 2.0' in text
     assert 'deltaflow_time_to_first_token_seconds_count{model="m"} 1.0' in text
     assert 'deltaflow_inter_token_latency_seconds_count{model="m"} 1.0' in text
+
+
+def test_a_too_large_limit_is_lowered_where_the_operator_asks(shared: Path) -> None:
+    """Claude Code asks 32,000 tokens of any model: with clamp_max_tokens the limit becomes what is left."""
+    pm = PromptModel.from_folder(shared / "tokenizers" / "qwen3", tool_parser="hermes", reasoning_parser="qwen3")
+    eng = GatewayEngine([GatewayModel(name="m", prompt=pm, upstream=ScriptedUpstream([]), context_length=64,
+                                      clamp_max_tokens=True)])
+    plan = eng.plan(request({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 32000},
+                            protocol="messages"))
+    ids = plan.upstream_request.prompt_ids
+    assert ids is not None and plan.upstream_request.max_tokens == 64 - len(ids)
+    with pytest.raises(PlanError, match="at most 0 left"):  # a prompt that does not fit is still refused
+        eng.plan(request({"messages": [{"role": "user", "content": "word " * 100}], "max_tokens": 10},
+                         protocol="messages"))
