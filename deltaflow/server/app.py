@@ -232,8 +232,10 @@ def _check_messages(body: dict[str, Any], protocol: str) -> None:
         role = m.get("role")
         if not isinstance(role, str):
             raise BadRequest(f"messages[{i}].role is required and must be a string")
-        if protocol == "messages" and role not in ("user", "assistant"):
-            raise BadRequest(f"messages[{i}].role must be 'user' or 'assistant', got {_short(role)}")
+        # "system" between turns is not in Anthropic's documented API, but Claude Code sends it (read as an
+        # instruction in place by deltaflow.prompt.readers.anthropic)
+        if protocol == "messages" and role not in ("user", "assistant", "system"):
+            raise BadRequest(f"messages[{i}].role must be 'user', 'assistant' or 'system', got {_short(role)}")
 
 
 def _check_tool_choice(protocol: str, choice: Any, tools: tuple[ToolSpec, ...] | None) -> None:

@@ -538,7 +538,7 @@ BAD = [
     ("/v1/responses", {"tools": "f"}, "tools must be a list"),
     ("/v1/responses", {"tool_choice": {"type": "function"}}, "needs a string 'name'"),
     ("/v1/messages", {"messages": {"role": "user"}}, "'messages' is required and must be a list"),
-    ("/v1/messages", {"messages": [{"role": "system", "content": "x"}]}, "must be 'user' or 'assistant'"),
+    ("/v1/messages", {"messages": [{"role": "tool", "content": "x"}]}, "must be 'user', 'assistant' or 'system'"),
     ("/v1/messages", {"max_tokens": None}, "'max_tokens' is required and must be a positive integer"),
     ("/v1/messages", {"max_tokens": True}, "'max_tokens' is required and must be a positive integer"),
     ("/v1/messages", {"max_tokens": 1.5}, "'max_tokens' is required and must be a positive integer"),
