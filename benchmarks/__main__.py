@@ -6,6 +6,7 @@ Examples::
     python -m benchmarks --save                     # the full suite (+ peers when their venv exists)
     python -m benchmarks --workloads W1 --modes sync --chunks 4,256 --no-scale
     python -m benchmarks --list                     # workloads, modes, registered parsers
+    python -m benchmarks gateway [--quick]          # the gateway's overhead (benchmarks/gateway_overhead.py)
 
 Progress goes to stderr, the markdown report to stdout.
 """
@@ -164,6 +165,11 @@ def _render(a: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks; returns the exit status (1 when a cell failed its check)."""
+    rest = sys.argv[1:] if argv is None else argv
+    if rest and rest[0] == "gateway":  # python -m benchmarks gateway [--quick]: benchmarks/gateway_overhead.py
+        from .gateway_overhead import main as gateway_main
+
+        return gateway_main(rest[1:])
     a = _args(argv)
     if a.list:
         _list()
