@@ -185,7 +185,10 @@ def _tool_result(c: Checks, block: Mapping[str, Any], path: str, calls: Sequence
     elif isinstance(content, str):
         parts = (TextPart(text=content),)
     elif isinstance(content, (list, tuple)):
-        parts = c.parts(content, content_path, text={"text": "text"}, refused=_MEDIA, noun="blocks")
+        # Claude Code's tool search answers with tool_reference blocks ("this tool is loaded now"): every
+        # offered tool is in the prompt already, so they carry nothing to render and are left out.
+        kept = [b for b in content if not (isinstance(b, Mapping) and b.get("type") == "tool_reference")]
+        parts = c.parts(kept, content_path, text={"text": "text"}, refused=_MEDIA, noun="blocks") if kept else ()
     else:
         c.wrong(content_path, "a string or an array of text blocks", content)
     is_error = c.opt_bool(block.get("is_error"), at(path, "is_error"))

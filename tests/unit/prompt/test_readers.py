@@ -612,3 +612,17 @@ def test_anthropic_system_messages_inside_messages_are_instructions_in_place() -
     assert kinds == ["UserTurn", "AssistantTurn", "Instruction", "UserTurn"]
     ins = conv.turns[2]
     assert isinstance(ins, Instruction) and ins.role == "system" and ins.text == "# Environment\ncwd: /x"
+
+
+def test_anthropic_tool_reference_blocks_in_a_tool_result_are_left_out() -> None:
+    """Claude Code's tool search returns tool_reference blocks: the tools are in the prompt already."""
+    call = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ToolSearch", "input": {}}]}
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+        {"type": "tool_reference", "tool_name": "WebFetch"}, {"type": "text", "text": "found 1"}]}]}
+    conv = read_messages(anth(AU, call, result))
+    (res,) = [t for t in conv.turns if isinstance(t, ToolResult)]
+    assert res.call_id == "t1" and res.text == "found 1"
+    only = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+        {"type": "tool_reference", "tool_name": "WebFetch"}]}]}
+    (res2,) = [t for t in read_messages(anth(AU, call, only)).turns if isinstance(t, ToolResult)]
+    assert res2.text == ""
