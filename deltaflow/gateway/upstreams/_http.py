@@ -169,6 +169,23 @@ def decoder_for(kind: type[T]) -> Callable[[str], T]:
     return decode
 
 
+def sampling_fields(request: UpstreamRequest, max_tokens_key: str) -> dict[str, Any]:
+    """The request's limit, stops and sampling options that are set, under the names the
+    OpenAI-style completion APIs share (llama.cpp, vLLM); the limit under ``max_tokens_key``."""
+    out: dict[str, Any] = {}
+    if request.max_tokens is not None:
+        out[max_tokens_key] = request.max_tokens
+    if request.stop:
+        out["stop"] = list(request.stop)
+    if request.temperature is not None:
+        out["temperature"] = request.temperature
+    if request.top_p is not None:
+        out["top_p"] = request.top_p
+    if request.seed is not None:
+        out["seed"] = request.seed
+    return out
+
+
 def engine_usage(prompt_tokens: Any, completion_tokens: Any) -> EngineUsage | None:
     """The engine's counts as an :class:`~deltaflow.items.EngineUsage` (None when it gave neither).
 

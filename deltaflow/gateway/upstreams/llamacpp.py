@@ -50,7 +50,15 @@ from ...constrain import TokenIds, ToolConstraint
 from ...constrain.choice import marker_ids
 from ...items import TokenChunk
 from ..upstream import ConstraintForm, UpstreamError, UpstreamRequest
-from ._http import HttpUpstream, _StreamFault, decoder_for, engine_usage, event_error, pick_form
+from ._http import (
+    HttpUpstream,
+    _StreamFault,
+    decoder_for,
+    engine_usage,
+    event_error,
+    pick_form,
+    sampling_fields,
+)
 
 __all__ = ("LlamaCppProps", "LlamaCppUpstream", "llamacpp_grammar_fields", "preserved_tokens", "probe_llamacpp")
 
@@ -251,16 +259,7 @@ class LlamaCppUpstream(HttpUpstream):
             "cache_prompt": True,
             "return_tokens": True,
         }
-        if request.max_tokens is not None:
-            body["n_predict"] = request.max_tokens
-        if request.stop:
-            body["stop"] = list(request.stop)
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if request.top_p is not None:
-            body["top_p"] = request.top_p
-        if request.seed is not None:
-            body["seed"] = request.seed
+        body.update(sampling_fields(request, "n_predict"))
         if request.logprobs is not None:
             body["n_probs"] = max(1, request.logprobs)  # 0 would return none; the sampled token needs one
         keep = preserved_tokens(request.constraint, self.keep_tokens)

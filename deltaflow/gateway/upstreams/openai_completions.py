@@ -48,7 +48,16 @@ from ...constrain import TokenIds
 from ...constrain.choice import marker_ids
 from ...items import TokenChunk
 from ..upstream import UpstreamRequest
-from ._http import LAZY_FORMS, HttpUpstream, _StreamFault, decoder_for, engine_usage, event_error, pick_form
+from ._http import (
+    LAZY_FORMS,
+    HttpUpstream,
+    _StreamFault,
+    decoder_for,
+    engine_usage,
+    event_error,
+    pick_form,
+    sampling_fields,
+)
 from .llamacpp import llamacpp_grammar_fields, preserved_tokens
 
 __all__ = ("Flavor", "OpenAICompletionsUpstream", "openai_logprobs")
@@ -231,16 +240,7 @@ class OpenAICompletionsUpstream(HttpUpstream):
         }
         if self.model is not None:
             body["model"] = self.model
-        if request.max_tokens is not None:
-            body["max_tokens"] = request.max_tokens
-        if request.stop:
-            body["stop"] = list(request.stop)
-        if request.seed is not None:
-            body["seed"] = request.seed
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        if request.top_p is not None:
-            body["top_p"] = request.top_p
+        body.update(sampling_fields(request, "max_tokens"))
         if request.logprobs is not None:
             body["logprobs"] = request.logprobs
         c = request.constraint
