@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,3 +31,12 @@ def shared() -> Path:
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _collect_garbage_per_module() -> Iterator[None]:
+    """Collect cyclic garbage when a module ends, so that a socket or file a module left open is reported
+    (warnings are errors) against that module's last test, not against whichever later test the collector
+    happens to run in."""
+    yield
+    gc.collect()

@@ -75,8 +75,22 @@ def gateway(shared: Path, llamacpp_qwen3: Any) -> Iterator[str]:
         thread.join(10)
 
 
-def test_chat_completions_forced_call_streamed_and_not(gateway: str) -> None:
-    client = openai.OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0)
+@pytest.fixture(scope="module")
+def oai(gateway: str) -> Iterator[Any]:
+    """The openai SDK's client on the gateway, closed (with its pooled connections) after the module."""
+    with openai.OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def claude(gateway: str) -> Iterator[Any]:
+    """The anthropic SDK's client on the gateway, closed after the module."""
+    with anthropic.Anthropic(base_url=gateway, api_key="unused", max_retries=0) as client:
+        yield client
+
+
+def test_chat_completions_forced_call_streamed_and_not(oai: Any) -> None:
+    client = oai
     messages = [{"role": "user", "content": "What is the weather in Paris?"}]
     for seed in (1, 2):
         done = client.chat.completions.create(
@@ -103,8 +117,8 @@ def test_chat_completions_forced_call_streamed_and_not(gateway: str) -> None:
     assert names == ["get_weather"] and valid(json.loads(args)) and finish == "tool_calls"
 
 
-def test_anthropic_messages_forced_call_streamed(gateway: str) -> None:
-    client = anthropic.Anthropic(base_url=gateway, api_key="unused", max_retries=0)
+def test_anthropic_messages_forced_call_streamed(claude: Any) -> None:
+    client = claude
     tools = [{"name": "get_weather", "description": "Weather.", "input_schema": SCHEMA}]
     with client.messages.stream(
         model="qwen3-tiny", max_tokens=200, tools=tools, tool_choice={"type": "any", "disable_parallel_tool_use": True},
@@ -118,8 +132,8 @@ def test_anthropic_messages_forced_call_streamed(gateway: str) -> None:
     assert final.stop_reason == "tool_use"
 
 
-def test_responses_forced_call(gateway: str) -> None:
-    client = openai.OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0)
+def test_responses_forced_call(oai: Any) -> None:
+    client = oai
     resp = client.responses.create(
         model="qwen3-tiny", input="Weather in Rome?", tool_choice="required", max_output_tokens=200,
         parallel_tool_calls=False,
@@ -143,14 +157,13 @@ def test_client_errors_come_back_in_each_protocols_shape(gateway: str) -> None:
         assert r.status_code == 400 and "max_output_tokens" in r.json()["error"]["message"]
 
 
-def test_a_truncated_answer_ends_with_each_protocols_length_signal(gateway: str) -> None:
-    client = openai.OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0)
-    done = client.chat.completions.create(
+def test_a_truncated_answer_ends_with_each_protocols_length_signal(oai: Any, claude: Any) -> None:
+    done = oai.chat.completions.create(
         model="qwen3-tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=8, seed=1, extra_body=OFF,
     )
     assert done.choices[0].finish_reason == "length"
     assert done.usage is not None and done.usage.completion_tokens == 8 and done.usage.prompt_tokens > 0
-    msg = anthropic.Anthropic(base_url=gateway, api_key="unused", max_retries=0).messages.create(
+    msg = claude.messages.create(
         model="qwen3-tiny", max_tokens=8, messages=[{"role": "user", "content": "hi"}], thinking={"type": "disabled"},
     )
     assert msg.stop_reason == "max_tokens"
@@ -192,11 +205,11 @@ def test_a_llamacpp_server_without_special_tokens_still_gives_the_markers(shared
         assert "<tool_call>" in engine.served["plain"].upstream.keep_tokens  # type: ignore[attr-defined]
         server, thread, base = start_server(create_app(engine), lifespan="on")
         try:
-            client = openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0)
-            done = client.chat.completions.create(
-                model="plain", messages=[{"role": "user", "content": "Weather in Lima?"}], tools=CHAT_TOOLS,
-                tool_choice="required", parallel_tool_calls=False, seed=4, max_tokens=200, extra_body=OFF,
-            )
+            with openai.OpenAI(base_url=f"{base}/v1", api_key="unused", max_retries=0) as client:
+                done = client.chat.completions.create(
+                    model="plain", messages=[{"role": "user", "content": "Weather in Lima?"}], tools=CHAT_TOOLS,
+                    tool_choice="required", parallel_tool_calls=False, seed=4, max_tokens=200, extra_body=OFF,
+                )
             (call,) = done.choices[0].message.tool_calls or []
             assert call.function.name == "get_weather" and valid(json.loads(call.function.arguments))
         finally:
