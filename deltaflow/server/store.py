@@ -26,6 +26,11 @@ relies on):
 * Safe for concurrent calls from many tasks; no call blocks the event loop.
 * ``close`` is idempotent; any other call after it raises
   :class:`~deltaflow.errors.StateError`.
+* Optionally, ``find_item(item_id)`` returns a copy of an item of a stored
+  response's ``output`` by its id (what an ``item_reference`` input item
+  names; the AI SDK's Responses model sends them instead of the items it
+  got), with the id of the response that holds it; a store without it
+  refuses such references with a 400.
 
 Implementations:
 
@@ -41,8 +46,9 @@ Implementations:
   several machines over a network filesystem: SQLite's locking is not
   reliable there.
 
-Schema (version 1, in ``PRAGMA user_version``; a file written by a newer
-deltaflow is refused, not guessed at)::
+Schema (version 2, in ``PRAGMA user_version``; a file written by a newer
+deltaflow is refused, not guessed at; a version 1 file gains the item index
+when it is first opened)::
 
     CREATE TABLE responses (
         id                   TEXT PRIMARY KEY,    -- resp_...
@@ -55,6 +61,11 @@ deltaflow is refused, not guessed at)::
         tools                TEXT                 -- JSON: the request's tools, or NULL
     );
     CREATE INDEX responses_created_at ON responses (created_at);
+    CREATE TABLE response_items (                 -- the output items by id, for item_reference
+        item_id     TEXT PRIMARY KEY,             -- msg_..., rs_..., fc_...
+        response_id TEXT NOT NULL                 -- the response whose output holds it
+    );
+    CREATE INDEX response_items_response ON response_items (response_id);
 
 Rows stay until deleted; ``created_at`` is indexed so an operator can
 expire them (``DELETE FROM responses WHERE created_at < ?``).
@@ -100,7 +111,7 @@ __all__ = (
     "StoredResponse",
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The version of the SQLite schema this module writes (``PRAGMA user_version``)."""
 
 _T = TypeVar("_T")
@@ -179,6 +190,7 @@ class MemoryResponseStore:
             raise ValueError(f"max_responses must be a positive integer or None, got {max_responses!r}")
         self._max = max_responses
         self._records: OrderedDict[str, bytes] = OrderedDict()
+        self._items: dict[str, str] = {}  # output item id -> the response holding it
         self._closed = False
 
     def __len__(self) -> int:
@@ -191,11 +203,22 @@ class MemoryResponseStore:
     async def put(self, response_id: str, record: StoredResponse) -> None:
         """Store ``record`` (the oldest record goes when the store is full)."""
         self._check()
+        self._unindex(response_id)
         self._records[response_id] = _encode(record)
         self._records.move_to_end(response_id)
+        for item_id in _output_ids(record.response):
+            self._items.setdefault(item_id, response_id)
         if self._max is not None:
             while len(self._records) > self._max:
-                self._records.popitem(last=False)
+                oldest, _ = self._records.popitem(last=False)
+                self._unindex(oldest)
+
+    def _unindex(self, response_id: str) -> None:
+        raw = self._records.get(response_id)
+        if raw is not None:
+            for item_id in _output_ids(_decode_record(raw).response):
+                if self._items.get(item_id) == response_id:
+                    del self._items[item_id]
 
     async def get(self, response_id: str) -> StoredResponse | None:
         """A copy of the record, or None."""
@@ -203,15 +226,43 @@ class MemoryResponseStore:
         raw = self._records.get(response_id)
         return _decode_record(raw) if raw is not None else None
 
+    async def find_item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        """The id of the response whose output holds ``item_id``, and a copy of that item; or None."""
+        self._check()
+        response_id = self._items.get(item_id)
+        raw = self._records.get(response_id) if response_id is not None else None
+        if response_id is None or raw is None:
+            return None
+        item = _output_item(_decode_record(raw).response, item_id)
+        return (response_id, item) if item is not None else None
+
     async def delete(self, response_id: str) -> bool:
         """Remove the record; whether there was one."""
         self._check()
+        self._unindex(response_id)
         return self._records.pop(response_id, None) is not None
 
     async def close(self) -> None:
         """Drop every record; later calls raise :class:`~deltaflow.errors.StateError`."""
         self._records.clear()
+        self._items.clear()
         self._closed = True
+
+
+def _output_ids(response: dict[str, Any]) -> list[str]:
+    """The ids of a response's output items."""
+    output = response.get("output")
+    if not isinstance(output, list):
+        return []
+    return [i["id"] for i in output if isinstance(i, dict) and isinstance(i.get("id"), str)]
+
+
+def _output_item(response: dict[str, Any], item_id: str) -> dict[str, Any] | None:
+    output = response.get("output")
+    for item in output if isinstance(output, list) else ():
+        if isinstance(item, dict) and item.get("id") == item_id:
+            return item
+    return None
 
 
 _SCHEMA = (
@@ -226,6 +277,13 @@ _SCHEMA = (
         tools TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS responses_created_at ON responses (created_at)",
+    "CREATE TABLE IF NOT EXISTS response_items (item_id TEXT PRIMARY KEY, response_id TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS response_items_response ON response_items (response_id)",
+)
+_INDEX = "INSERT OR IGNORE INTO response_items (item_id, response_id) VALUES (?, ?)"
+_UNINDEX = "DELETE FROM response_items WHERE response_id = ?"
+_FIND = (
+    "SELECT r.id, r.response FROM response_items i JOIN responses r ON r.id = i.response_id WHERE i.item_id = ?"
 )
 _PUT = (
     "INSERT OR REPLACE INTO responses "
@@ -290,6 +348,9 @@ class SQLiteResponseStore:
                 try:
                     for statement in _SCHEMA:
                         conn.execute(statement)
+                    if version == 1:  # index the output items of the responses stored before
+                        for rid, response in conn.execute("SELECT id, response FROM responses").fetchall():
+                            conn.executemany(_INDEX, [(i, rid) for i in _output_ids(_decode_object(response))])
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
                     conn.execute("COMMIT")
                 except BaseException:
@@ -329,7 +390,20 @@ class SQLiteResponseStore:
             _encode(record.input_items).decode(),
             tools,
         )
-        await self._run(lambda conn: conn.execute(_PUT, row))
+        index = [(item_id, response_id) for item_id in _output_ids(record.response)]
+
+        def put(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(_PUT, row)
+                conn.execute(_UNINDEX, (response_id,))
+                conn.executemany(_INDEX, index)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+        await self._run(put)
 
     async def get(self, response_id: str) -> StoredResponse | None:
         """The record, or None.
@@ -359,8 +433,31 @@ class SQLiteResponseStore:
             ResponseStoreError: the write failed.
             StateError: the store is closed.
         """
-        removed = await self._run(lambda conn: conn.execute("DELETE FROM responses WHERE id = ?", (response_id,)))
-        return removed.rowcount > 0
+        def delete(conn: sqlite3.Connection) -> int:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                removed = conn.execute("DELETE FROM responses WHERE id = ?", (response_id,)).rowcount
+                conn.execute(_UNINDEX, (response_id,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return int(removed)
+
+        return await self._run(delete) > 0
+
+    async def find_item(self, item_id: str) -> tuple[str, dict[str, Any]] | None:
+        """The id of the response whose output holds ``item_id``, and that item; or None.
+
+        Raises:
+            ResponseStoreError: the read failed.
+            StateError: the store is closed.
+        """
+        row = await self._run(lambda conn: conn.execute(_FIND, (item_id,)).fetchone())
+        if row is None:
+            return None
+        item = _output_item(_decode_object(row[1]), item_id)
+        return (row[0], item) if item is not None else None
 
     async def close(self) -> None:
         """Close the connection (idempotent; waits for a call in progress)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -151,7 +152,7 @@ def test_sqlite_refuses_what_it_cannot_open(tmp_path: Path) -> None:
     newer = tmp_path / "newer.sqlite3"
     with sqlite3.connect(newer) as conn:
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
-    with pytest.raises(ResponseStoreError, match=r"schema version 2, written by a newer deltaflow") as exc:
+    with pytest.raises(ResponseStoreError, match=rf"schema version {SCHEMA_VERSION + 1}, written by a newer deltaflow") as exc:
         SQLiteResponseStore(newer)
     assert isinstance(exc.value, DeltaflowError)
     junk = tmp_path / "junk.sqlite3"
@@ -160,3 +161,60 @@ def test_sqlite_refuses_what_it_cannot_open(tmp_path: Path) -> None:
         SQLiteResponseStore(junk)
     with pytest.raises(ResponseStoreError, match="cannot open the response store"):
         SQLiteResponseStore(tmp_path / "missing" / "r.sqlite3")
+
+
+def with_items(n: int, *ids: str) -> StoredResponse:
+    """``record(n)`` whose output items have the given ids (a message per id)."""
+    base = record(n)
+    output = [{"type": "message", "id": i, "role": "assistant", "status": "completed",
+               "content": [{"type": "output_text", "text": f"{i} of {n}", "annotations": []}]} for i in ids]
+    return StoredResponse(**{**{f: getattr(base, f) for f in base.__struct_fields__},
+                             "response": {**base.response, "output": output}})
+
+
+async def test_find_item_returns_an_output_item_of_a_stored_response(store: ResponseStore) -> None:
+    """An output item is found by its id, with its response's id, as a copy; replaced, deleted or never
+    stored, it is not; input items are not indexed (only what this server answered)."""
+    find = store.find_item  # type: ignore[attr-defined]
+    await store.put("resp_1", with_items(1, "msg_a", "msg_b"))
+    await store.put("resp_2", with_items(2, "msg_c"))
+    found = await find("msg_b")
+    assert found is not None and found[0] == "resp_1" and found[1]["content"][0]["text"] == "msg_b of 1"
+    found[1]["content"][0]["text"] = "changed"
+    assert (await find("msg_b"))[1]["content"][0]["text"] == "msg_b of 1"
+    assert (await find("msg_c"))[0] == "resp_2"
+    assert await find("msg_1") is None and await find("msg_zz") is None  # an input item; an unknown id
+    await store.put("resp_1", with_items(1, "msg_d"))  # replaced: its old items go
+    assert await find("msg_a") is None and (await find("msg_d"))[0] == "resp_1"
+    assert await store.delete("resp_2")
+    assert await find("msg_c") is None
+
+
+async def test_memory_store_forgets_the_items_of_what_it_evicts() -> None:
+    store = MemoryResponseStore(max_responses=1)
+    await store.put("resp_1", with_items(1, "msg_a"))
+    await store.put("resp_2", with_items(2, "msg_b"))
+    assert await store.find_item("msg_a") is None and (await store.find_item("msg_b"))[0] == "resp_2"
+
+
+async def test_a_version_1_file_gains_the_item_index(tmp_path: Path) -> None:
+    """A file written by the schema of version 1 (no item table) is migrated on open: its stored
+    responses' output items are found, and it reads as version 2."""
+    path = tmp_path / "v1.sqlite3"
+    rec = with_items(7, "msg_old")
+    with sqlite3.connect(path) as conn:
+        conn.execute("""CREATE TABLE responses (id TEXT PRIMARY KEY, model TEXT NOT NULL, created_at INTEGER NOT NULL,
+                        previous_response_id TEXT, instructions TEXT, response TEXT NOT NULL,
+                        input_items TEXT NOT NULL, tools TEXT)""")
+        conn.execute("INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     ("resp_7", "m", 1, None, None, json.dumps(rec.response), json.dumps(rec.input_items), None))
+        conn.execute("PRAGMA user_version=1")
+    store = SQLiteResponseStore(path)
+    try:
+        found = await store.find_item("msg_old")
+        assert found is not None and found[0] == "resp_7"
+        assert (await store.get("resp_7")) is not None
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
