@@ -2,7 +2,9 @@
 
 Commands:
     deltaflow demo [options]             stream a bundled transcript live through the full pipeline
-    deltaflow serve [options]            the OpenAI / Anthropic compatible server (replay engine);
+    deltaflow serve [options]            the OpenAI / Anthropic compatible server (replay engine, or the
+                                         gateway: --upstream URL --model DIR, or --upstream URL
+                                         --upstream-kind chat --served-model-name NAME);
                                          --api-key (or $DELTAFLOW_API_KEY), --max-body-bytes,
                                          --max-concurrent-streams, --idle-timeout,
                                          --signing-key (or $DELTAFLOW_SIGNING_KEY),
@@ -178,21 +180,35 @@ def _build_parser() -> argparse.ArgumentParser:
         "serve",
         help="run the OpenAI / Anthropic compatible server",
         description=(
-            "Serve /v1/chat/completions, /v1/responses, /v1/messages, /v1/models and /v1/ws over a replay engine."
+            "Serve /v1/chat/completions, /v1/responses, /v1/messages, /v1/models and /v1/ws over a replay engine, "
+            "or as a gateway in front of an upstream engine (--upstream)."
         ),
     )
     g = s.add_argument_group(
         "gateway", "serve a model through an upstream engine instead of the replay engine"
     )
     g.add_argument("--upstream", metavar="URL", help="the engine's root URL (llama.cpp, vLLM, SGLang, Ollama, TGI)")
-    g.add_argument("--model", metavar="DIR", help="the model folder: chat template and tokenizer (with --upstream)")
+    g.add_argument(
+        "--model",
+        metavar="DIR",
+        help="the model folder: chat template and tokenizer (with --upstream; not needed with --upstream-kind chat)",
+    )
     g.add_argument(
         "--upstream-kind",
-        choices=("llamacpp", "openai", "sglang", "ollama", "tgi"),
+        choices=("llamacpp", "openai", "sglang", "ollama", "tgi", "chat"),
         default=None,
-        help="the upstream's API (default: detected; llama.cpp answers /props)",
+        help=(
+            "the upstream's API (default: detected; llama.cpp answers /props). chat: the passthrough to a server's "
+            "own /v1/chat/completions, whose template and parsers are trusted (vLLM or SGLang with their parsers, "
+            "llama.cpp with --jinja): no --model needed, no deltaflow constraint, nothing re-parsed; give "
+            "--served-model-name"
+        ),
     )
-    g.add_argument("--served-model-name", metavar="NAME", help="the model id clients use (default: the folder's name)")
+    g.add_argument(
+        "--served-model-name",
+        metavar="NAME",
+        help="the model id clients use (default: the folder's name; required with --upstream-kind chat and no --model)",
+    )
     g.add_argument("--tool-parser", metavar="NAME", help="the tool dialect (default: the model's preset)")
     g.add_argument("--reasoning-parser", metavar="NAME", help="the reasoning dialect (default: the model's preset)")
     g.add_argument("--chat-template", metavar="FILE", help="a chat template file instead of the folder's")
@@ -445,8 +461,19 @@ def _gateway_engine(args: argparse.Namespace) -> Any:
             raise _UsageError("--config FILE describes the models; leave out --upstream and --model")
         config = load_config(args.config)
     else:
-        if args.model is None:
-            raise _UsageError("--upstream needs --model DIR (the folder with the chat template and tokenizer)")
+        if args.upstream_kind == "chat":
+            folder_flags = ("chat_template", "tool_parser", "reasoning_parser", "context_length")
+            given = [f"--{f.replace('_', '-')}" for f in folder_flags if getattr(args, f) is not None]
+            given += ["--clamp-max-tokens"] if args.clamp_max_tokens else []
+            if given:
+                raise _UsageError(f"{', '.join(given)}: not used with --upstream-kind chat (its server renders the "
+                                  "prompt and parses the output itself)")
+            if args.model is None and args.served_model_name is None:
+                raise _UsageError("--upstream-kind chat without --model needs --served-model-name NAME (the model "
+                                  "id clients use)")
+        elif args.model is None:
+            raise _UsageError("--upstream needs --model DIR (the folder with the chat template and tokenizer), "
+                              "or --upstream-kind chat for a server that renders and parses itself")
         try:
             config = GatewayConfig(models=[ModelConfig(
                 name=args.served_model_name,

@@ -7,13 +7,28 @@ FILE``)::
     [[models]]
     name = "qwen3"                       # what clients ask for (default: the folder's name)
     upstream = "http://127.0.0.1:8080"   # the engine's root URL
-    upstream_kind = "llamacpp"           # llamacpp | openai | sglang | ollama | tgi (default: detected)
+    upstream_kind = "llamacpp"           # llamacpp | openai | sglang | ollama | tgi | chat (default: detected)
     model = "/models/Qwen3-8B"           # the folder with the chat template and tokenizer
     # chat_template = "/path/to/template.jinja"   tool_parser = "hermes"   reasoning_parser = "qwen3"
     context_length = 32768               # prompt + answer, checked before the request is sent
     max_tokens = 4096                    # the answer's limit when a request gives none
     # clamp_max_tokens = true            # lower a too-large request limit to what is left (else a 400)
     api_key_env = "UPSTREAM_KEY"         # the environment variable holding the upstream's key
+
+A server that renders and parses itself (vLLM or SGLang with their parsers,
+llama.cpp's server with ``--jinja``) can be used as it is, through its
+``/v1/chat/completions`` (the passthrough: its own parser is trusted, no
+deltaflow constraint applies, nothing is re-parsed); no model folder is
+needed, and the keys of the prompt side (``chat_template``,
+``template_name``, ``tool_parser``, ``reasoning_parser``,
+``context_length``, ``clamp_max_tokens``) are refused::
+
+    [[models]]
+    name = "qwen3"                       # required without a model folder
+    upstream = "http://127.0.0.1:8000"
+    upstream_kind = "chat"               # never detected: give it
+    max_tokens = 4096
+    options = { model = "Qwen/Qwen3-8B" }  # the upstream's model name (default: name)
 
 Validated with pydantic (unknown keys are refused, naming the key); the
 upstream's key is read from the environment, never from the file, and never
@@ -43,7 +58,11 @@ _log = structlog.get_logger("deltaflow.gateway")
 
 DEFAULT_KEY_ENV = "DELTAFLOW_UPSTREAM_API_KEY"
 
-UpstreamKind = Literal["llamacpp", "openai", "sglang", "ollama", "tgi"]
+UpstreamKind = Literal["llamacpp", "openai", "sglang", "ollama", "tgi", "chat"]
+
+PROMPT_SIDE_KEYS = ("chat_template", "template_name", "tool_parser", "reasoning_parser", "context_length",
+                    "clamp_max_tokens")
+"""The keys that need deltaflow to render and parse: refused for ``upstream_kind = "chat"``."""
 
 
 class ConfigError(DeltaflowError, ValueError):
@@ -58,7 +77,7 @@ class ModelConfig(pydantic.BaseModel):
     name: str | None = None
     upstream: str
     upstream_kind: UpstreamKind | None = None
-    model: str
+    model: str | None = None
     chat_template: str | None = None
     template_name: str | None = None
     tool_parser: str | None = None
@@ -76,6 +95,29 @@ class ModelConfig(pydantic.BaseModel):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must be an http:// or https:// URL")
         return v.rstrip("/")
+
+    @pydantic.model_validator(mode="after")
+    def _prompt_side(self) -> ModelConfig:
+        if self.upstream_kind != "chat":
+            if self.model is None:
+                raise ValueError("model: the folder with the chat template and tokenizer is required (only "
+                                 "upstream_kind 'chat', whose server renders prompts itself, needs none)")
+            return self
+        given = [k for k in PROMPT_SIDE_KEYS if getattr(self, k) not in (None, False)]
+        if given:
+            raise ValueError(f"{', '.join(given)}: not used with upstream_kind 'chat' (its server renders the "
+                             "prompt and parses the output itself)")
+        if self.name is None and self.model is None:
+            raise ValueError("name: required with upstream_kind 'chat' and no model folder (the id clients use)")
+        return self
+
+    @property
+    def served_name(self) -> str:
+        """The model id clients use: ``name``, else the model folder's name."""
+        if self.name is not None:
+            return self.name
+        assert self.model is not None  # checked by the validator
+        return Path(self.model).resolve().name
 
 
 class GatewayConfig(pydantic.BaseModel):
@@ -135,13 +177,13 @@ async def _detect_kind(url: str, api_key: str | None) -> UpstreamKind:
     except UpstreamError as exc:
         raise ConfigError(
             f"cannot tell what kind of engine answers at the upstream ({exc.message}); "
-            "give it: --upstream-kind llamacpp|openai|sglang|ollama|tgi"
+            "give it: --upstream-kind llamacpp|openai|sglang|ollama|tgi|chat"
         ) from None
     if props.is_llamacpp:
         return "llamacpp"
     raise ConfigError(
         "the upstream is not llama.cpp (its /props has another shape) and no other kind can be detected; "
-        "give it: --upstream-kind openai|sglang|ollama|tgi"
+        "give it: --upstream-kind openai|sglang|ollama|tgi|chat"
     )
 
 
@@ -179,6 +221,23 @@ async def _probe_llamacpp(url: str, api_key: str | None, tokenizer: Any) -> int 
     return props.n_ctx
 
 
+def _passthrough_model(mc: ModelConfig, where: str) -> GatewayModel:
+    """A model served by a Chat Completions upstream: no template, tokenizer or parsers (none is used)."""
+    from .upstreams import make_upstream
+
+    name = mc.served_name
+    key = os.environ.get(mc.api_key_env or DEFAULT_KEY_ENV) or None
+    options = dict(mc.options)
+    options.setdefault("model", name)
+    try:
+        upstream: Upstream = make_upstream("chat", mc.upstream, api_key=key, **options)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: options: {exc}") from None
+    _log.info("model_ready", model=name, upstream_kind="chat", passthrough=True,
+              hint="the upstream's own template and parsers are trusted; nothing is re-parsed")
+    return GatewayModel(name=name, prompt=PromptModel(name, None), upstream=upstream, max_tokens=mc.max_tokens)
+
+
 async def build_engine(config: GatewayConfig | Sequence[ModelConfig]) -> GatewayEngine:
     """Load every model's prompt side, build (or detect) its upstream, and return the engine.
 
@@ -191,6 +250,10 @@ async def build_engine(config: GatewayConfig | Sequence[ModelConfig]) -> Gateway
     built: list[GatewayModel] = []
     for i, mc in enumerate(models):
         where = f"models[{i}]" + (f" ({mc.name})" if mc.name else "")
+        if mc.upstream_kind == "chat":
+            built.append(_passthrough_model(mc, where))
+            continue
+        assert mc.model is not None  # checked by ModelConfig
         try:
             prompt = PromptModel.from_folder(
                 mc.model,

@@ -19,12 +19,23 @@ for ``tool_choice: "none"``).
 model's end-of-turn marker that closes the answer (which an engine serving
 special tokens as text writes, e.g. ``<|im_end|>``) is dropped, whatever
 chunking it arrives in.
+
+A model served by a Chat Completions upstream (``kind = "chat"``,
+:class:`~deltaflow.gateway.upstream.ChatUpstream`: the passthrough, for an
+engine whose own template and parsers the operator trusts) is planned
+without rendering: the request is read and its reasoning verified as for any
+model, then written as a Chat request
+(:func:`~deltaflow.prompt.writers.write_chat`); ``tool_choice`` goes to the
+upstream as it is (its server enforces it), and the plan's ``tools_on`` is
+False (the server attaches no parser). :meth:`GatewayEngine.deltas` streams
+the server's parsed answer as :class:`~deltaflow.messages.DeltaMessage`
+objects; ``generate`` is not used for such a model.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,16 +44,19 @@ import structlog
 
 from ..constrain import ToolConstraint, prepare_request
 from ..errors import DeltaflowError
-from ..items import TokenChunk
+from ..items import EngineUsage, TokenChunk
+from ..messages import DeltaMessage
 from ..parsers import registry
 from ..prompt.conversation import AssistantTurn, Conversation
 from ..prompt.readers import RequestProtocol, read_chat, read_messages, read_responses
 from ..prompt.render import PromptModel, RenderedPrompt
+from ..prompt.writers import thinking_of, write_chat
 from ..server.engine import EngineRequest, ModelInfo
 from ..signing import ReasoningSealer, ReasoningSigner
+from ..stages.assembler import Usage
 from .metrics import GatewayMetrics
 from .reasoning import ChatReasoningPolicy, ReasoningPolicy, check_reasoning_policies, verify_reasoning
-from .upstream import Upstream, UpstreamError, UpstreamRequest
+from .upstream import ChatRequest, ChatUpstream, Upstream, UpstreamError, UpstreamRequest
 
 __all__ = ("GatewayEngine", "GatewayModel", "Plan", "PlanError")
 
@@ -77,8 +91,11 @@ class GatewayModel:
 
     Attributes:
         name: the model id clients ask for.
-        prompt: the chat template, tokenizer and parsers.
-        upstream: the engine that generates for it.
+        prompt: the chat template, tokenizer and parsers (for a passthrough
+            model, whose upstream renders and parses itself, a
+            ``PromptModel(name, None)`` will do: none of them is used).
+        upstream: the engine that generates for it (a
+            :class:`~deltaflow.gateway.upstream.ChatUpstream`: the passthrough).
         context_length: the upstream's context window in tokens (prompt plus
             generation), or None (not checked).
         max_tokens: the generation limit when a request gives none (None: the
@@ -100,6 +117,11 @@ class GatewayModel:
     stop: tuple[str, ...] | None = None
     description: str = ""
     clamp_max_tokens: bool = False
+
+    @property
+    def passthrough(self) -> bool:
+        """Whether the upstream speaks Chat Completions itself (renders the prompt and parses the output)."""
+        return isinstance(self.upstream, ChatUpstream)
 
     def stop_texts(self) -> tuple[str, ...]:
         """The end-of-turn texts (see :attr:`stop`)."""
@@ -128,22 +150,32 @@ class Plan:
     Attributes:
         model: the served model.
         conversation: the request, read, with its reasoning verified (what was rendered).
-        prompt: the rendered prompt.
-        upstream_request: what the upstream is sent.
+        prompt: the rendered prompt (None for a passthrough: nothing is rendered).
+        upstream_request: what the upstream is sent (for a passthrough, only
+            its limit, sampling options and the client's stops, with an empty
+            prompt: the upstream is sent :attr:`chat_request`).
         tools_on: whether the response is parsed for tool calls (False for
-            ``tool_choice: "none"`` or no tools).
+            ``tool_choice: "none"`` or no tools, and for a passthrough).
         enable_thinking: for the reasoning parser (None: its default).
         reasoning_starts_open: for the reasoning parser (None: its default).
+        stop_texts: the end-of-turn texts dropped from the answer's end.
+        chat_request: for a passthrough, the Chat request the upstream is sent; else None.
     """
 
     model: GatewayModel
     conversation: Conversation
-    prompt: RenderedPrompt
+    prompt: RenderedPrompt | None
     upstream_request: UpstreamRequest
     tools_on: bool
     enable_thinking: bool | None
     reasoning_starts_open: bool | None
     stop_texts: tuple[str, ...] = field(default=())
+    chat_request: ChatRequest | None = None
+
+    @property
+    def passthrough(self) -> bool:
+        """Whether the answer comes parsed from a Chat Completions upstream (:meth:`GatewayEngine.deltas`)."""
+        return self.chat_request is not None
 
 
 class GatewayEngine:
@@ -256,7 +288,8 @@ class GatewayEngine:
 
     # -- planning ----------------------------------------------------------------------------
     def plan(self, request: EngineRequest) -> Plan:
-        """Read, render and constrain one request (before the response starts).
+        """Read, render and constrain one request (before the response starts); for a passthrough
+        model, read, verify and write it as a Chat request (nothing rendered, no constraint).
 
         Raises:
             RequestError: the body is invalid in its API, or (under
@@ -282,6 +315,8 @@ class GatewayEngine:
 
     def _plan(self, model: GatewayModel, reader: Any, request: EngineRequest) -> Plan:
         conversation = self._verified(reader(request.body), request)
+        if model.passthrough:
+            return self._plan_passthrough(model, conversation, request)
         rendered = model.prompt.render(conversation, tokens=model.prompt.tokenizer is not None)
         choice = conversation.tool_choice
         tools_on = bool(conversation.tools) and choice.mode != "none" and model.prompt.tool_parser is not None
@@ -311,6 +346,34 @@ class GatewayEngine:
             enable_thinking=rendered.enable_thinking,
             reasoning_starts_open=rendered.reasoning_starts_open,
             stop_texts=stops,
+        )
+
+    def _plan_passthrough(self, model: GatewayModel, conversation: Conversation, request: EngineRequest) -> Plan:
+        """The plan of a Chat Completions upstream: the conversation written as Chat, nothing rendered.
+
+        ``tool_choice`` is the upstream's to enforce, so no constraint is built
+        (and none is refused); the context is the upstream's to check.
+        """
+        opts = conversation.options
+        max_tokens = self._limit(model, request, opts.max_tokens, None)
+        body = write_chat(conversation, max_tokens=max_tokens)
+        return Plan(
+            model=model,
+            conversation=conversation,
+            prompt=None,
+            upstream_request=UpstreamRequest(
+                prompt="",
+                max_tokens=max_tokens,
+                temperature=opts.temperature,
+                top_p=opts.top_p,
+                seed=opts.seed,
+                stop=opts.stop,
+                stream=request.stream,
+            ),
+            tools_on=False,
+            enable_thinking=thinking_of(conversation),
+            reasoning_starts_open=None,
+            chat_request=ChatRequest(body=body, stream=request.stream),
         )
 
     def _verified(self, conversation: Conversation, request: EngineRequest) -> Conversation:
@@ -391,6 +454,78 @@ class GatewayEngine:
         if asked is not None:
             return asked
         return min(room, model.max_tokens) if model.max_tokens is not None else room
+
+    # -- passthrough -------------------------------------------------------------------------
+    async def deltas(self, request: EngineRequest, usage: Usage | None = None) -> AsyncGenerator[DeltaMessage, None]:
+        """Stream the parsed answer of a Chat Completions upstream for a planned request (plans it when
+        the server did not).
+
+        The upstream's deltas are yielded as they come, read only as the
+        caller asks for the next one; closing this iterator early closes the
+        upstream request. Counted in the metrics as ``generate`` counts:
+        streams in flight, time to the first and between deltas, tokens,
+        upstream failures.
+
+        Args:
+            request: the request (its ``plan``, from :meth:`plan`, when the server made one).
+            usage: filled in with the upstream's token counts as it reports
+                them (complete once the stream ended).
+
+        Raises:
+            ValueError: the request's model is not served by a Chat Completions upstream.
+            UpstreamError: the upstream failed (see :class:`~deltaflow.gateway.upstream.ChatUpstream`).
+        """
+        plan = request.plan if isinstance(request.plan, Plan) else self.plan(request)
+        upstream = plan.model.upstream
+        if plan.chat_request is None or not isinstance(upstream, ChatUpstream):
+            raise ValueError(f"model {plan.model.name!r} is not served by a Chat Completions upstream: "
+                             "use generate()")
+        m = self.metrics
+        name = plan.model.name
+        ttft, itl = m.ttft.labels(name), m.itl.labels(name)
+        reported: Usage | None = None
+        m.in_flight.labels(name).inc()
+        started = last = time.perf_counter()
+        first = True
+        source = upstream.chat(plan.chat_request)
+        try:
+            async for item in source:
+                if isinstance(item, Usage):
+                    reported = item
+                    if usage is not None:
+                        self._take_usage(usage, item)
+                    continue
+                if item.content or item.reasoning_content or item.tool_calls:
+                    now = time.perf_counter()
+                    if first:
+                        ttft.observe(now - started)
+                        first = False
+                    else:
+                        itl.observe(now - last)
+                    last = now
+                yield item
+            if reported is not None:
+                _count_usage(m, name, EngineUsage(
+                    prompt_tokens=reported.prompt_tokens,
+                    completion_tokens=reported.completion_tokens if reported.completion_known else None,
+                ))
+        except UpstreamError as exc:
+            m.upstream_errors.labels(name, exc.kind).inc()
+            _log.warning("upstream_failed", model=name, kind=exc.kind, status=exc.status, error=exc.message)
+            raise
+        finally:
+            m.in_flight.labels(name).dec()
+            await source.aclose()
+
+    @staticmethod
+    def _take_usage(into: Usage, reported: Usage) -> None:
+        """Copy the counts an upstream reported (a later report replaces an earlier one field by field)."""
+        if reported.prompt_tokens is not None:
+            into.prompt_tokens = reported.prompt_tokens
+        if reported.completion_known:
+            into.completion_tokens, into.completion_known = reported.completion_tokens, True
+        if reported.reasoning_known:
+            into.reasoning_tokens, into.reasoning_known = reported.reasoning_tokens, True
 
     # -- generation --------------------------------------------------------------------------
     async def generate(self, request: EngineRequest) -> AsyncIterator[TokenChunk]:

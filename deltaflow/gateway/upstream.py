@@ -8,6 +8,12 @@ and logprobs where it gives them consistently, a ``finish_reason``
 (``"stop"`` or ``"length"``) on the last chunk and the engine's token counts
 (:class:`~deltaflow.items.EngineUsage`) when it reports them.
 
+A Chat Completions upstream (:class:`ChatUpstream`, the passthrough) is the
+other kind: it is given the conversation as a Chat request
+(:class:`ChatRequest`), its server renders and parses, and its stream is
+translated into :class:`~deltaflow.messages.DeltaMessage` objects (and the
+final :class:`~deltaflow.stages.assembler.Usage`) without re-parsing.
+
 Adapters hold one pooled :class:`httpx.AsyncClient` per upstream and never
 put the upstream's credentials or URL into an error a client sees: an
 :class:`UpstreamError` carries a message safe to show and a ``kind``.
@@ -17,15 +23,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ..errors import DeltaflowError
 
 if TYPE_CHECKING:
     from ..constrain import ToolConstraint
     from ..items import TokenChunk
+    from ..messages import DeltaMessage
+    from ..stages.assembler import Usage
 
 __all__ = (
+    "ChatRequest",
+    "ChatUpstream",
     "ConstraintForm",
     "Upstream",
     "UpstreamError",
@@ -131,6 +141,55 @@ class Upstream(Protocol):
 
     async def health(self) -> bool:
         """Whether the engine answers its health endpoint now."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the pooled connections."""
+        ...
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One generation for a Chat Completions upstream (the passthrough): the conversation, as Chat.
+
+    Attributes:
+        body: the Chat Completions request fields
+            (:func:`~deltaflow.prompt.writers.write_chat`: ``messages``,
+            ``tools``, ``tool_choice``, ``parallel_tool_calls``,
+            ``max_tokens``, sampling options, ``chat_template_kwargs`` ...),
+            without ``model`` and ``stream`` (the adapter adds them).
+        stream: whether the client streams (adapters always stream from the engine).
+        extra: engine-specific fields passed through unchanged (operator config).
+    """
+
+    body: Mapping[str, Any]
+    stream: bool = True
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class ChatUpstream(Protocol):
+    """An upstream that speaks Chat Completions itself: its own server renders the prompt and parses the output."""
+
+    kind: str
+    """The adapter's name (``"chat"``)."""
+
+    constraint_forms: tuple[ConstraintForm, ...]
+    """``()``: deltaflow's constraints do not apply (the server enforces ``tool_choice`` itself)."""
+
+    def chat(self, request: ChatRequest) -> AsyncGenerator[DeltaMessage | Usage, None]:
+        """Stream one answer: deltas as the server parsed them, and its token counts (a
+        :class:`~deltaflow.stages.assembler.Usage`, when it reports them); closing the iterator
+        early closes the upstream request.
+
+        Raises:
+            UpstreamError: the server could not be reached, answered with an
+                error, or broke its protocol (a malformed chunk: ``protocol``).
+        """
+        ...
+
+    async def health(self) -> bool:
+        """Whether the server answers its health endpoint now."""
         ...
 
     async def aclose(self) -> None:

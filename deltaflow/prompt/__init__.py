@@ -3,7 +3,9 @@
 A request in any of the three APIs (OpenAI Chat Completions, OpenAI
 Responses, Anthropic Messages) is read onto one canonical
 :class:`~deltaflow.prompt.conversation.Conversation` (:mod:`.readers`),
-brought into the form chat templates expect (:mod:`.messages`), rendered with
+brought into the form chat templates expect (:mod:`.messages`; or written
+back as a Chat Completions request for a server that renders itself:
+:mod:`.writers`), rendered with
 the model's own chat template in the Jinja environment transformers uses
 (:mod:`.template`, byte for byte), and tokenized so that only the template's
 own markers become control tokens (:mod:`.protect`, :mod:`.tokenize`).
@@ -18,6 +20,7 @@ from .capabilities import reasoning_left_open as reasoning_left_open
 from .conversation import Conversation as Conversation
 from .harmony import render_conversation_harmony as render_conversation_harmony
 from .harmony import render_harmony as render_harmony
+from .messages import chat_messages as chat_messages
 from .messages import template_messages as template_messages
 from .messages import template_tools as template_tools
 from .protect import Protector as Protector
@@ -38,6 +41,7 @@ from .tokenize import HFPromptTokenizer as HFPromptTokenizer
 from .tokenize import PromptTokenizer as PromptTokenizer
 from .tokenize import TiktokenPromptTokenizer as TiktokenPromptTokenizer
 from .tokenize import load_prompt_tokenizer as load_prompt_tokenizer
+from .writers import write_chat as write_chat
 
 __all__ = (
     "ChatTemplate",
@@ -53,6 +57,7 @@ __all__ = (
     "TemplateError",
     "TemplateNotFoundError",
     "TiktokenPromptTokenizer",
+    "chat_messages",
     "load_chat_template",
     "protect_messages",
     "read_chat",
@@ -64,4 +69,5 @@ __all__ = (
     "render_prompt",
     "template_messages",
     "template_tools",
+    "write_chat",
 )

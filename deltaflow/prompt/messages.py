@@ -20,10 +20,18 @@ type) are given as ``{}`` with a warning (``deltaflow.prompt`` logger), as
 vLLM does: the text lives in the conversation's history, and refusing it
 would refuse every later request of that conversation too; empty text is
 ``{}`` without a warning. No key is ever None (transformers would drop it).
+
+:func:`chat_messages` writes the same conversation as the ``messages`` of an
+OpenAI Chat Completions *request* (what a server that renders the prompt
+itself is sent): the same dicts, except that an assistant turn's
+``tool_calls[].function.arguments`` stay JSON *text* (as the client sent
+them; blank text becomes ``"{}"``) and its missing content is ``None`` when
+it made calls (``""`` when it did not).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
 
@@ -32,7 +40,7 @@ import structlog
 
 from .conversation import AssistantTurn, Conversation, Instruction, ToolCall, ToolResult, UserTurn, join_parts
 
-__all__ = ("template_messages", "template_tools")
+__all__ = ("chat_messages", "template_messages", "template_tools")
 
 _log = structlog.get_logger("deltaflow.prompt")
 _MERGE_SEPARATOR = "\n\n"
@@ -60,19 +68,7 @@ def template_messages(
     Returns:
         Fresh dicts (the caller may change them).
     """
-    out: list[dict[str, Any]] = [_instruction(i) for i in conversation.instructions]
-    for turn in conversation.turns:
-        if isinstance(turn, UserTurn):
-            out.append({"role": "user", "content": join_parts(turn.parts)})
-        elif isinstance(turn, AssistantTurn):
-            out.append(_assistant(turn))
-        elif isinstance(turn, ToolResult):
-            msg: dict[str, Any] = {"role": "tool", "tool_call_id": turn.call_id, "content": join_parts(turn.parts)}
-            if turn.name is not None:
-                msg["name"] = turn.name
-            out.append(msg)
-        else:
-            out.append(_instruction(turn))
+    out = _messages(conversation, _assistant)
     if not developer_role:
         for m in out:
             if m["role"] == "developer":
@@ -80,6 +76,41 @@ def template_messages(
         out = _merge_system(out)
     if not system_role:
         out = _fold_system(out)
+    return out
+
+
+def chat_messages(conversation: Conversation) -> list[dict[str, Any]]:
+    """The conversation as the ``messages`` of an OpenAI Chat Completions request (see the module docstring).
+
+    Instructions keep their role (``system`` or ``developer``) and their
+    place; user and tool messages are those of :func:`template_messages`; an
+    assistant message has ``content`` (None when it only made calls),
+    ``reasoning_content`` when it has unredacted reasoning, and
+    ``tool_calls`` whose arguments are the calls' JSON text.
+
+    Returns:
+        Fresh dicts (the caller may change them).
+    """
+    return _messages(conversation, _chat_assistant)
+
+
+def _messages(
+    conversation: Conversation, assistant: Callable[[AssistantTurn], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Every instruction and turn as a message dict, in order (``assistant`` writes the assistant turns)."""
+    out: list[dict[str, Any]] = [_instruction(i) for i in conversation.instructions]
+    for turn in conversation.turns:
+        if isinstance(turn, UserTurn):
+            out.append({"role": "user", "content": join_parts(turn.parts)})
+        elif isinstance(turn, AssistantTurn):
+            out.append(assistant(turn))
+        elif isinstance(turn, ToolResult):
+            msg: dict[str, Any] = {"role": "tool", "tool_call_id": turn.call_id, "content": join_parts(turn.parts)}
+            if turn.name is not None:
+                msg["name"] = turn.name
+            out.append(msg)
+        else:
+            out.append(_instruction(turn))
     return out
 
 
@@ -119,14 +150,32 @@ def _instruction(turn: Instruction) -> dict[str, Any]:
     return {"role": turn.role, "content": join_parts(turn.parts)}
 
 
-def _assistant(turn: AssistantTurn) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": "assistant", "content": turn.content if turn.content is not None else ""}
+def _reasoning(turn: AssistantTurn, msg: dict[str, Any]) -> None:
+    """Set ``reasoning_content`` from the turn's unredacted reasoning blocks (joined with ``"\\n"``), if any."""
     thoughts = [r.text for r in turn.reasoning if not r.redacted]
     if thoughts:
         msg["reasoning_content"] = thoughts[0] if len(thoughts) == 1 else "\n".join(thoughts)
+
+
+def _assistant(turn: AssistantTurn) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": turn.content if turn.content is not None else ""}
+    _reasoning(turn, msg)
     if turn.tool_calls:
         msg["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments(c)}}
+            for c in turn.tool_calls
+        ]
+    return msg
+
+
+def _chat_assistant(turn: AssistantTurn) -> dict[str, Any]:
+    content = turn.content if turn.content is not None else (None if turn.tool_calls else "")
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    _reasoning(turn, msg)
+    if turn.tool_calls:
+        msg["tool_calls"] = [
+            {"id": c.id, "type": "function",
+             "function": {"name": c.name, "arguments": c.arguments if c.arguments.strip() else "{}"}}
             for c in turn.tool_calls
         ]
     return msg

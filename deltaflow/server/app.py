@@ -74,6 +74,12 @@ framers' error events: on ``/v1/messages`` 400 ``invalid_request_error``,
 500 ``api_error`` (an engine failure), 503/529 ``overloaded_error``, 504
 ``timeout_error`` (the engine idle timeout).
 
+An engine that parses its own output (the gateway in front of a Chat
+Completions upstream: a plan whose ``passthrough`` is true, and an engine
+with ``deltas(request, usage)``) is not run through the parsers: its deltas
+go to the framers as they come, read only as the client consumes them, under
+the same idle timeout, and closing the response closes the engine's stream.
+
 Non-streaming bodies are built by the same framers as the streams (the
 final response object of :class:`~deltaflow.sinks.ResponsesFramer`, the
 final message of :class:`~deltaflow.sinks.AnthropicFramer`, the
@@ -89,6 +95,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import anyio
 import msgspec
 import structlog
 from starlette.applications import Starlette
@@ -97,7 +104,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..errors import DeltaflowError, ToolSpecError
+from ..errors import DeltaflowError, StageError, ToolSpecError
+from ..messages import DeltaMessage
 from ..pipeline.runner import DeltaStream, stream
 from ..signing import ReasoningSealer, ReasoningSigner
 from ..sinks.collect import collect_async
@@ -790,9 +798,20 @@ class DeltaflowApp:
         )
 
     def opener(self, p: _Prepared) -> Callable[[], AbstractAsyncContextManager[DeltaStream]]:
+        """What opens the response's stream of deltas: the engine's output through the parsers, or, for a
+        passthrough plan of an engine with ``deltas(request, usage)`` (the gateway in front of a Chat
+        Completions upstream), the engine's own deltas as they come (:class:`_PassthroughStream`)."""
         request = EngineRequest(
             model=p.info.id, protocol=p.protocol, body=p.body, tools=p.tools, stream=p.streaming, plan=p.plan
         )
+        deltas = getattr(self.engine, "deltas", None)
+        if getattr(p.plan, "passthrough", False) is True and callable(deltas):
+            idle = self.idle_timeout
+
+            def open_passthrough() -> AbstractAsyncContextManager[DeltaStream]:
+                return _passthrough(deltas, request, idle)
+
+            return open_passthrough
         tools = [{"name": t.name, "parameters": t.parameters} for t in p.tools] if p.tools is not None else None
 
         def open_stream() -> AbstractAsyncContextManager[DeltaStream]:
@@ -914,6 +933,11 @@ class DeltaflowApp:
             if refusal is None:
                 raise
             raise refusal from exc
+        if getattr(plan, "passthrough", False) is True:
+            raise BadRequest(
+                f"model {info.id!r} is served by a Chat Completions upstream, which renders the prompt itself: "
+                "the gateway has no prompt to count"
+            )
         ids = getattr(getattr(plan, "prompt", None), "token_ids", None)
         if ids is None:
             raise BadRequest(
@@ -921,6 +945,77 @@ class DeltaflowApp:
                 "(give the model folder a tokenizer.json)"
             )
         return len(ids)
+
+
+_passthrough_ids = itertools.count(1)
+
+
+class _PassthroughStream(DeltaStream):
+    """A :class:`DeltaStream` over deltas an engine parsed itself (no parser runs here).
+
+    Pulls the engine's iterator only when the consumer asks for the next
+    delta (backpressure by construction); a failure of the engine reaches the
+    consumer as :class:`~deltaflow.errors.StageError` (``"source"``, the
+    original as ``__cause__``), as from the pipeline, so the framers and error
+    statuses are the same; :meth:`aclose` closes the engine's iterator.
+    """
+
+    __slots__ = ("_it", "_ended")
+
+    def __init__(self, source: AsyncIterator[DeltaMessage], usage: Usage, stream_id: str) -> None:
+        self.usage = usage
+        self.stream_id = stream_id
+        self._it = source
+        self._ended = False
+
+    async def __anext__(self) -> DeltaMessage:
+        if self._ended:
+            raise StopAsyncIteration
+        try:
+            return await self._it.__anext__()
+        except StopAsyncIteration:
+            self._ended = True
+            raise
+        except Exception as exc:
+            self._ended = True
+            raise StageError("source", f"the source raised {exc!r}") from exc
+
+    async def receive(self) -> DeltaMessage:
+        """Receive the next delta (raises ``anyio.EndOfStream`` at the end)."""
+        try:
+            return await self.__anext__()
+        except StopAsyncIteration:
+            raise anyio.EndOfStream from None
+
+    async def aclose(self) -> None:
+        """Stop reading and close the engine's iterator (the upstream request)."""
+        self._ended = True
+        close = getattr(self._it, "aclose", None)
+        if close is not None:
+            with anyio.CancelScope(shield=True):
+                await close()
+
+    def statistics(self) -> Any:
+        """None: nothing is buffered between the engine and the consumer."""
+        return None
+
+
+@contextlib.asynccontextmanager
+async def _passthrough(
+    deltas: Callable[..., AsyncIterator[DeltaMessage]], request: EngineRequest, idle_timeout: float | None
+) -> AsyncIterator[DeltaStream]:
+    """Open a :class:`_PassthroughStream` of ``deltas(request, usage)``, under the idle guard when one is set."""
+    usage = Usage()
+    source: AsyncIterator[DeltaMessage] = deltas(request, usage)
+    if idle_timeout is not None:
+        source = idle_guard(source, idle_timeout)
+    stream_id = f"df-p{next(_passthrough_ids)}"
+    with structlog.contextvars.bound_contextvars(stream_id=stream_id, model=request.model, passthrough=True):
+        out = _PassthroughStream(source, usage, stream_id)
+        try:
+            yield out
+        finally:
+            await out.aclose()
 
 
 class _SlotReleasing:

@@ -16,12 +16,20 @@ mapping are in ``_http.py``):
 * ``ollama`` (:class:`OllamaUpstream`): ``POST /api/generate`` with ``raw:
   true`` (text only, no constraints);
 * ``tgi`` (:class:`TGIUpstream`): TGI's ``POST /generate_stream`` (special
-  tokens' text kept, no constraints).
+  tokens' text kept, no constraints);
+* ``chat`` (:class:`ChatCompletionsUpstream`): ``POST /v1/chat/completions``
+  of a server that renders and parses itself (vLLM, SGLang, llama.cpp with
+  ``--jinja``), the passthrough: it is given the conversation and yields
+  parsed deltas, not text (no deltaflow parser, no deltaflow constraint).
 
 :func:`make_upstream` builds one by kind. Every ``generate()`` returns an
 async generator of :class:`~deltaflow.items.TokenChunk` (new text, never
 cumulative; the finish reason and the engine's counts on the last chunk),
-always streaming from the engine; close it to stop the engine.
+always streaming from the engine; close it to stop the engine. The ``chat``
+adapter has ``chat()`` instead
+(:class:`~deltaflow.gateway.upstream.ChatUpstream`): an async generator of
+:class:`~deltaflow.messages.DeltaMessage` objects and the server's
+:class:`~deltaflow.stages.assembler.Usage`.
 """
 
 from __future__ import annotations
@@ -36,12 +44,14 @@ from ..upstream import Upstream
 from ._http import HttpUpstream, Timeouts
 from .llamacpp import LlamaCppProps, LlamaCppUpstream, probe_llamacpp
 from .ollama import OllamaUpstream
+from .openai_chat import ChatCompletionsUpstream
 from .openai_completions import OpenAICompletionsUpstream
 from .sglang import SGLangUpstream
 from .tgi import TGIUpstream
 
 __all__ = (
     "UPSTREAM_KINDS",
+    "ChatCompletionsUpstream",
     "HttpUpstream",
     "LlamaCppProps",
     "LlamaCppUpstream",
@@ -60,6 +70,7 @@ UPSTREAM_KINDS: Mapping[str, type[HttpUpstream]] = MappingProxyType({
     "sglang": SGLangUpstream,
     "ollama": OllamaUpstream,
     "tgi": TGIUpstream,
+    "chat": ChatCompletionsUpstream,
 })
 """The adapter class of each upstream kind."""
 
@@ -78,7 +89,7 @@ def make_upstream(
 
     Args:
         kind: a key of :data:`UPSTREAM_KINDS` (``"llamacpp"``, ``"openai"``,
-            ``"sglang"``, ``"ollama"``, ``"tgi"``).
+            ``"sglang"``, ``"ollama"``, ``"tgi"``, ``"chat"``).
         base_url: the engine's root URL.
         api_key: sent as a Bearer token.
         timeouts: connect / first-byte / idle limits (:class:`Timeouts`).
@@ -87,7 +98,7 @@ def make_upstream(
         **options: the adapter's own options (``tokenizer``, ``keep_tokens``,
             ``grammar_form`` for llamacpp; ``model``, ``flavor``,
             ``token_prompts``, ``return_token_ids`` for openai; ``incremental``
-            for sglang; ``model`` for ollama) and the shared ones
+            for sglang; ``model`` for ollama and chat) and the shared ones
             (``retry_statuses``, ``max_connections``, ``headers``).
 
     Raises:

@@ -759,7 +759,7 @@ async def test_cancelling_the_consumer_closes_the_upstream_response(engine: Scri
 
 
 async def test_make_upstream() -> None:
-    assert set(UPSTREAM_KINDS) == {"llamacpp", "openai", "sglang", "ollama", "tgi"}
+    assert set(UPSTREAM_KINDS) == {"llamacpp", "openai", "sglang", "ollama", "tgi", "chat"}
     options: dict[str, dict[str, Any]] = {"ollama": {"model": "m"}, "openai": {"flavor": "generic"}}
     for kind, cls in UPSTREAM_KINDS.items():
         up = make_upstream(kind, "http://engine.invalid:8000", api_key=API_KEY, timeouts=FAST, **options.get(kind, {}))
