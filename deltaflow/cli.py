@@ -8,7 +8,8 @@ Commands:
                                          --api-key (or $DELTAFLOW_API_KEY), --max-body-bytes,
                                          --max-concurrent-streams, --idle-timeout,
                                          --signing-key (or $DELTAFLOW_SIGNING_KEY),
-                                         --response-store [PATH], --unsupported-tools refuse|ignore
+                                         --response-store [PATH], --unsupported-tools refuse|ignore,
+                                         --blank-separators drop|keep
     deltaflow parse [FILE|-] [options]   parse a model output (the bundled sample when FILE is omitted)
     deltaflow parsers                    list the registered tool and reasoning parsers
     deltaflow render REQUEST.json --model DIR [--protocol chat|responses|messages] [--tokens] [--date D]
@@ -304,6 +305,16 @@ def _build_parser() -> argparse.ArgumentParser:
             "refuse (a 400 naming it, the default) or ignore (dropped, with a log line)"
         ),
     )
+    s.add_argument(
+        "--blank-separators",
+        choices=("drop", "keep"),
+        default="drop",
+        help=(
+            "whitespace-only text between a thought or a tool call and a tool call or the end (the blank line a "
+            "template puts after </think>): drop (the default: not sent as content) or keep (sent as the parser "
+            "gives it)"
+        ),
+    )
     return ap
 
 
@@ -521,6 +532,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         tool_calls_in_reasoning=args.tool_calls_in_reasoning,
         response_store=store,
         unsupported_tools=args.unsupported_tools,
+        blank_separators=args.blank_separators,
     )
     # Never print either key: only whether one is set.
     sys.stderr.write(

@@ -107,6 +107,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ..errors import DeltaflowError, StageError, ToolSpecError
 from ..messages import DeltaMessage
 from ..pipeline.runner import DeltaStream, stream
+from ..pipeline.separators import drop_blank_separators
 from ..signing import ReasoningSealer, ReasoningSigner
 from ..sinks.collect import collect_async
 from ..sinks.framing import AnthropicFramer, ChatCompletionsFramer, ResponsesFramer
@@ -542,8 +543,10 @@ class DeltaflowApp:
         tool_calls_in_reasoning: str = "trailing",
         response_store: ResponseStore | None = None,
         unsupported_tools: str = "refuse",
+        blank_separators: str = "drop",
     ) -> None:
         self.engine = engine
+        self.blank_separators = blank_separators
         self.response_store: ResponseStore = response_store if response_store is not None else MemoryResponseStore()
         self.unsupported_tools = unsupported_tools
         self.signer = signer if signer is not None else ReasoningSigner()
@@ -809,7 +812,7 @@ class DeltaflowApp:
             idle = self.idle_timeout
 
             def open_passthrough() -> AbstractAsyncContextManager[DeltaStream]:
-                return _passthrough(deltas, request, idle)
+                return self._shown(_passthrough(deltas, request, idle))
 
             return open_passthrough
         tools = [{"name": t.name, "parameters": t.parameters} for t in p.tools] if p.tools is not None else None
@@ -820,7 +823,7 @@ class DeltaflowApp:
                 source = idle_guard(source, self.idle_timeout)
             # prefetch=0: the response's own task runs the parsers inline (no task, no memory stream
             # per response); the engine's queue already buffers its output.
-            return stream(
+            return self._shown(stream(
                 source,
                 tool_parser=p.tool_parser,
                 reasoning_parser=p.info.reasoning_parser,
@@ -830,9 +833,15 @@ class DeltaflowApp:
                 tokenizer=p.info.tokenizer,
                 tool_calls_in_reasoning=self.tool_calls_in_reasoning,
                 prefetch=0,
-            )
+            ))
 
         return open_stream
+
+    def _shown(self, opened: AbstractAsyncContextManager[DeltaStream]) -> AbstractAsyncContextManager[DeltaStream]:
+        """The deltas as the client sees them: without blank separators unless the app keeps them."""
+        if self.blank_separators == "keep":
+            return opened
+        return _without_blank_separators(opened)
 
     def framer(self, p: _Prepared) -> Framer:
         model = p.info.id
@@ -1018,6 +1027,15 @@ async def _passthrough(
             await out.aclose()
 
 
+@contextlib.asynccontextmanager
+async def _without_blank_separators(
+    opened: AbstractAsyncContextManager[DeltaStream],
+) -> AsyncIterator[DeltaStream]:
+    """``opened``'s deltas through :func:`~deltaflow.pipeline.separators.drop_blank_separators`."""
+    async with opened as deltas:
+        yield drop_blank_separators(deltas)
+
+
 class _SlotReleasing:
     """An ASGI response that gives its stream slot back when it ends (normally, on error or on disconnect)."""
 
@@ -1152,6 +1170,7 @@ def create_app(
     tool_calls_in_reasoning: str = "trailing",
     response_store: ResponseStore | None = None,
     unsupported_tools: str = "refuse",
+    blank_separators: str = "drop",
 ) -> Starlette:
     """Build the ASGI app.
 
@@ -1202,16 +1221,26 @@ def create_app(
             ``function`` gets: ``"refuse"`` (default: a 400 naming the tool
             and its type) or ``"ignore"`` (the tool is dropped, with a log
             line, and the request served without it).
+        blank_separators: what becomes of content that is only whitespace
+            between a thought or a call and a call or the end of the
+            answer (the blank line a template puts after ``</think>``):
+            ``"drop"`` (default: not sent, so no Chat ``content`` of
+            ``"\\n\\n"``, no Anthropic text block or Responses message of
+            blanks, and a replayed turn renders as the model wrote it) or
+            ``"keep"`` (every character the parser gives; see
+            :mod:`deltaflow.pipeline.separators`).
 
     Returns:
         A Starlette application.
 
     Raises:
         ValueError: a limit is not positive, ``signing_key`` is empty, or
-            ``tool_calls_in_reasoning`` or ``unsupported_tools`` is not one
-            of the policies.
+            ``tool_calls_in_reasoning``, ``unsupported_tools`` or
+            ``blank_separators`` is not one of the policies.
     """
     check_tool_calls_in_reasoning(tool_calls_in_reasoning)
+    if blank_separators not in ("drop", "keep"):
+        raise ValueError(f"blank_separators must be 'drop' or 'keep', got {_short(blank_separators)}")
     if unsupported_tools not in UNSUPPORTED_TOOL_POLICIES:
         raise ValueError(
             f"unsupported_tools must be one of {', '.join(UNSUPPORTED_TOOL_POLICIES)}, got {_short(unsupported_tools)}"
@@ -1242,6 +1271,7 @@ def create_app(
         tool_calls_in_reasoning=tool_calls_in_reasoning,
         response_store=response_store,
         unsupported_tools=unsupported_tools,
+        blank_separators=blank_separators,
     )
     use_keys = getattr(eng, "use_keys", None)
     if callable(use_keys):

@@ -30,8 +30,26 @@ __all__ = (
     "message_key",
     "random_chunks",
     "shared_dir",
+    "shown_complete",
     "split_at",
 )
+
+
+def shown_complete(text: str, **parser_options: Any) -> ChatMessage:
+    """What deltaflow's server shows of a complete model output by default: :func:`deltaflow.parse_complete`'s
+    message less the blank separators the server drops (``create_app(blank_separators="drop")``, see
+    :mod:`deltaflow.pipeline.separators`).
+
+    Args:
+        text: the whole output.
+        **parser_options: :class:`~deltaflow.ResponseParser`'s arguments (``tool_parser``,
+            ``reasoning_parser``, ``tools``, ...).
+    """
+    from ..pipeline.separators import BlankSeparators
+
+    blanks = BlankSeparators()
+    deltas = ResponseParser(**parser_options).feed(text, final=True)
+    return accumulate([d for delta in deltas for d in blanks.feed(delta)] + blanks.finish())
 
 
 def split_at(text: str, points: Iterable[int]) -> list[str]:

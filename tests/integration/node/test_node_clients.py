@@ -3,7 +3,7 @@
 A uvicorn server on 127.0.0.1 serves a scripted engine (below); ``clients.mjs`` (beside this
 file) runs every scenario in one ``node`` process and prints what each client produced as
 JSON; each test checks one scenario against what the scripted output implies
-(``parse_complete`` of the same raw text).
+(``parse_complete`` of the same raw text, less the blank separators the server drops).
 
 Clients and the npm packages, installed by the test itself with ``npm install --no-audit
 --no-fund`` into a temporary folder once per session (pinned exact versions, all of which
@@ -47,9 +47,10 @@ from typing import Any
 
 import pytest
 
-from deltaflow import TokenChunk, parse_complete
+from deltaflow import TokenChunk
 from deltaflow.server import create_app
 from deltaflow.server.engine import EngineRequest, ModelInfo
+from deltaflow.testing import shown_complete
 
 pytestmark = pytest.mark.node
 
@@ -107,8 +108,9 @@ class ScriptedEngine:
 
 @functools.cache
 def _expected(model: str) -> Any:
-    """What the script implies: ``parse_complete`` of the same raw text (computed on first use)."""
-    return parse_complete(SCRIPTS[model][0], tool_parser="hermes", reasoning_parser="qwen3", tools=TOOLS)
+    """What the script implies: ``parse_complete`` of the same raw text, less the blank separators the server
+    drops by default (``deltaflow.testing.shown_complete``; computed on first use)."""
+    return shown_complete(SCRIPTS[model][0], tool_parser="hermes", reasoning_parser="qwen3", tools=TOOLS)
 
 
 WEATHER_CALL = [{"name": "get_weather", "input": {"city": "Paris"}}]

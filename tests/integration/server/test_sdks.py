@@ -17,6 +17,7 @@ import websockets.sync.client
 
 from deltaflow import parse_complete
 from deltaflow.server import ReplayEngine
+from deltaflow.testing import shown_complete
 
 ENGINE = ReplayEngine()
 MODELS = [m for m in ENGINE.models()]
@@ -34,8 +35,18 @@ def _expected(model_id: str) -> tuple[Any, Any, list[str]]:
     text = ENGINE.text(model_id)
     names = _tool_names(text, info)
     tools = [{"name": n, "parameters": {"type": "object"}} for n in names]
-    expected = parse_complete(text, tool_parser=info.tool_parser, reasoning_parser=info.reasoning_parser, tools=tools)
-    return info, expected, names
+    return info, shown(text, info, tools), names
+
+
+def shown(text: str, info: Any, tools: list[dict[str, Any]]) -> Any:
+    """What the server shows of ``text``: ``parse_complete``'s message, less the blank separators the server
+    drops by default (``create_app(blank_separators="drop")``: whitespace-only content between a thought or a
+    call and a call or the end)."""
+    message = shown_complete(text, tool_parser=info.tool_parser, reasoning_parser=info.reasoning_parser, tools=tools)
+    whole = parse_complete(text, tool_parser=info.tool_parser, reasoning_parser=info.reasoning_parser, tools=tools)
+    assert _calls(message) == _calls(whole) and message.reasoning_content == whole.reasoning_content
+    assert "".join((message.content or "").split()) == "".join((whole.content or "").split())  # only blanks go
+    return message
 
 
 def _calls(expected: Any) -> list[tuple[str, Any]]:

@@ -155,3 +155,35 @@ async def test_receive_ends_with_end_of_stream() -> None:
         with pytest.raises(anyio.EndOfStream):
             while True:
                 await deltas.receive()
+
+
+# -- the server's choice -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["drop", "keep"])
+def test_the_server_drops_blank_separators_unless_told_to_keep_them(policy: str) -> None:
+    """``create_app(blank_separators=...)``: a Qwen3 call turn's Chat message has no content by default,
+    and the parser's ``"\\n\\n"`` with ``"keep"``; an unknown policy is refused, naming the choices."""
+    import httpx
+
+    from deltaflow.server import create_app
+
+    text = "<think>\nI call it.\n</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>"
+
+    async def engine(request: Any) -> Any:
+        yield deltaflow.TokenChunk(text=text, finish_reason="stop")
+
+    app = create_app(engine, tool_parser="hermes", reasoning_parser="qwen3", model="m", blank_separators=policy)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}
+
+    async def ask() -> Any:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return (await client.post("/v1/chat/completions", json=body)).json()
+
+    message = anyio.run(ask)["choices"][0]["message"]
+    assert message["tool_calls"][0]["function"]["name"] == "f"
+    assert message["content"] == ("\n\n" if policy == "keep" else None)
+    with pytest.raises(ValueError, match="blank_separators must be 'drop' or 'keep'"):
+        create_app(engine, blank_separators="strip")
