@@ -629,7 +629,54 @@ class DeltaflowApp:
                         code="previous_response_not_found",
                         param="previous_response_id",
                     )
+            body = await self._resolve_references(body)
         return self.prepare(protocol, body, previous=previous)
+
+    async def _resolve_references(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The body with each ``item_reference`` input item replaced by the stored output item it names.
+
+        What the AI SDK's Responses model sends for the items of a stored response instead of the items
+        themselves. The items are this server's own answers, so a reasoning item gets the seal of its text
+        (as a ``previous_response_id`` continuation's do) and renders as the model's thought.
+
+        Raises:
+            BadRequest: a reference without an id, or naming no item of a stored response (400, naming
+                the item); a store without ``find_item`` (400 ``unsupported_value``); the store failed (500).
+        """
+        items = body.get("input")
+        if not isinstance(items, list) or not any(
+            isinstance(i, dict) and i.get("type") == "item_reference" for i in items
+        ):
+            return body
+        find = getattr(self.response_store, "find_item", None)
+        resolved: list[Any] = []
+        for n, item in enumerate(items):
+            if not (isinstance(item, dict) and item.get("type") == "item_reference"):
+                resolved.append(item)
+                continue
+            param = f"input[{n}].id"
+            item_id = item.get("id")
+            if not isinstance(item_id, str) or not item_id:
+                raise BadRequest(f"{param}: an item_reference needs the 'id' of a stored item, got "
+                                 f"{_short(item_id)}", param=param)
+            if find is None:
+                raise BadRequest(f"{param}: item references need a response store that finds items by id, and "
+                                 "this server's store does not; send the item itself", param=param,
+                                 code="unsupported_value")
+            try:
+                found = await find(item_id)
+            except Exception as exc:
+                _log.error("response_store_failed", op="find_item", item_id=item_id, error=str(exc))
+                raise BadRequest("the response store is unavailable", status=500) from exc
+            if found is None:
+                raise BadRequest(f"Item with id {_short(item_id)} not found.", param=param)
+            stored = dict(found[1])
+            if stored.get("type") == "reasoning" and not isinstance(stored.get("encrypted_content"), str):
+                text = _reasoning_text(stored)
+                if text:
+                    stored["encrypted_content"] = self.sealer.seal(text)
+            resolved.append(stored)
+        return {**body, "input": resolved}
 
     def model_info(self, body: dict[str, Any]) -> ModelInfo:
         """The served model the body's ``model`` names.

@@ -9,8 +9,8 @@ model call ``list_files``, then ``read_file`` on the README, then answer. The pr
 * ``@ai-sdk/openai``'s chat model (``openai.chat``, ``POST /v1/chat/completions``);
 * ``@ai-sdk/openai``'s Responses model (``openai.responses``, ``POST /v1/responses``), stateless
   (``providerOptions.openai``: ``store: false``, ``include: ["reasoning.encrypted_content"]``): the SDK
-  sends every earlier item back in full; with its default (no ``store`` sent, so stored) it sends
-  ``item_reference`` items instead, which the gateway refuses (an xfail below);
+  sends every earlier item back in full; and with its default (no ``store`` sent, so stored), where it
+  sends ``item_reference`` items instead, which the gateway resolves from its response store;
 * ``@ai-sdk/anthropic`` (``POST /v1/messages``).
 
 What is checked: the tools ran with the scripted arguments, in order, and the SDK's steps hold those
@@ -23,11 +23,6 @@ SDK sends back of the reasoning, and how it renders: ``@ai-sdk/openai``'s chat m
 the Responses model sends the reasoning items back with the gateway's ``encrypted_content`` (empty text:
 it reads summaries only), and ``@ai-sdk/anthropic`` the signed ``thinking`` blocks; both render as the
 model's ``<think>`` blocks again (the Qwen3 template keeps reasoning after the last user query).
-
-Known gateway gaps, each an xfail that passes by itself the day the gateway serves it:
-
-* the Responses model with the SDK's default ``store``: ``item_reference`` items naming the reasoning and
-  message items of the gateway's own stored response are refused;
 
 Skipped, with the reason, without node (>= 18) / npm or the npm registry (install ~2 s from the npm cache,
 the pins of ``tests/integration/node``); one run takes ~1 s.
@@ -262,20 +257,16 @@ def test_stream_text_responses_with_the_default_store(
     got = run_steps(ai_sdk, gw, tmp_path, "openai-responses", None)
     assert "store" not in gw.seen[0].body, gw.seen[0].body
     refs = [i["id"] for i in (gw.seen[1].body or {}).get("input", []) if i.get("type") == "item_reference"]
-    if refs and got.get("steps"):
-        # The ids the SDK references are the items of the response the gateway stored for step 1.
-        request = urllib.request.Request(f"{gw.url}/v1/responses/{got['steps'][0]['responseId']}",
-                                         headers={"Authorization": f"Bearer {API_KEY}"})
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            stored = json.load(answer)
-        held = {i.get("id"): i.get("type") for i in stored["output"]}
-        assert set(refs) <= set(held), (refs, held)
-        for s in gw.refused():
-            if "item references need stored items" in s.error:
-                pytest.xfail(f"gateway gap: Responses item_reference items are refused even when they name items of "
-                             f"a response the gateway stored ({stored['id']}: {held}); the SDK sent input "
-                             f"{[i for i in gw.seen[1].body['input'] if i.get('type') == 'item_reference']}; "
-                             f"refused: {s.brief()}")
+    assert refs and got.get("steps"), story(gw, got)
+    # The ids the SDK references are the items of the response the gateway stored for step 1, and the
+    # gateway resolves them from its store: the referenced reasoning is its own, so it renders.
+    request = urllib.request.Request(f"{gw.url}/v1/responses/{got['steps'][0]['responseId']}",
+                                     headers={"Authorization": f"Bearer {API_KEY}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        stored = json.load(answer)
+    held = {i.get("id"): i.get("type") for i in stored["output"]}
+    assert set(refs) <= set(held), (refs, held)
+    assert f"<think>\n{THINK_1}\n</think>" in gw.double.completions[1].prompt, story(gw, got)
     why = story(gw, got)
     assert "error" not in got and not gw.refused(), why
     assert got["text"].strip() == FINAL, why

@@ -89,7 +89,9 @@ def read_responses(body: Any) -> Conversation:
     loads the stored response (:mod:`deltaflow.server.store`) and hands over
     the whole conversation in ``input`` (the previous input, the previous
     output items, then the new input), without the field; so a body that
-    still carries it here was not resolved, and is refused.
+    still carries it here was not resolved, and is refused. It resolves
+    ``item_reference`` items the same way (each becomes the stored output
+    item it names).
 
     Args:
         body: the decoded JSON body.
@@ -166,7 +168,8 @@ def _items(c: Checks, items: Any, turns: list[Turn]) -> None:
         if kind is None and "role" in item:
             kind = "message"
         if kind == "item_reference":
-            c.fail(at(path, "type"), "item references need stored items, which are not supported here", UNSUPPORTED)
+            c.fail(at(path, "type"), "item references need stored items, which this reader does not have "
+                   "(deltaflow's server resolves them)", UNSUPPORTED)
         if kind not in _ITEMS:
             if kind is None:
                 c.missing(at(path, "type"), f"one of {choices(_ITEMS)}")

@@ -282,6 +282,32 @@ def test_continuing_renders_the_prompt_of_the_whole_conversation(gateway: tuple[
     assert continued_third.startswith("<|tools|>") and "<|system|>Be brief.<|end|>" in continued_third
 
 
+def test_item_references_render_as_the_items_they_name(gateway: tuple[Served, ScriptedUpstream]) -> None:
+    """``item_reference`` items (what the AI SDK sends for a stored response's items) render as the stored
+    items themselves, the referenced reasoning as the model's own (it is this server's; no seal was asked
+    for); an unknown id is a 400 naming the item; a reference without an id too."""
+    served, up = gateway
+    client = served.client
+    ask = "What is the weather in Paris?"
+    first = client.responses.create(model="m", input=ask, tools=TOOLS)  # stored; nothing sealed
+    reasoning, call = first.output
+    result = {"type": "function_call_output", "call_id": call.call_id, "output": "18 C, sunny"}
+    refs = [{"type": "item_reference", "id": reasoning.id}, {"type": "item_reference", "id": call.id}]
+    client.responses.create(model="m", input=[{"role": "user", "content": ask}, *refs, result], tools=TOOLS)
+    referenced = up.prompts[-1]
+    assert "<think>The user wants the weather; I call the tool.</think>" in referenced
+    sealed = client.responses.create(model="m", input=ask, tools=TOOLS, include=["reasoning.encrypted_content"],
+                                     store=False)
+    whole = [{"role": "user", "content": ask}, *dumped(sealed.output), {**result, "call_id": sealed.output[1].call_id}]
+    client.responses.create(model="m", input=whole, tools=TOOLS, store=False)
+    assert up.prompts[-1] == referenced.replace(call.call_id, sealed.output[1].call_id)  # the same conversation
+    with pytest.raises(openai.BadRequestError) as exc:
+        client.responses.create(model="m", input=[{"type": "item_reference", "id": "msg_nothing"}])
+    assert "Item with id 'msg_nothing' not found." in str(exc.value) and exc.value.body["param"] == "input[0].id"
+    with pytest.raises(openai.BadRequestError, match=r"input\[0\].id: an item_reference needs the 'id'"):
+        client.responses.create(model="m", input=[{"type": "item_reference"}])
+
+
 def test_instructions_are_not_inherited(gateway: tuple[Served, ScriptedUpstream]) -> None:
     """A continuation without instructions renders none; tools come from the new request only."""
     served, up = gateway
