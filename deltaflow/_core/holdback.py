@@ -75,7 +75,9 @@ class MarkerHoldback:
     def held(self, text: str, start: int = 0) -> int:
         """Return the length of the longest suffix of ``text[start:]`` that may begin a marker."""
         n = len(text)
-        k = min(self._maxlen, n - start)
+        k = n - start
+        if k > self._maxlen:
+            k = self._maxlen
         prefixes = self._prefixes
         first = self._first
         if first is not None:

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import re
 
-from .text import skip_json_ws
-
-__all__ = ("MAX_NUMBER", "JsonScanner")
+__all__ = ("DONE", "ERROR", "MAX_NUMBER", "JsonScanner")
 
 MAX_NUMBER = 4096
 """The longest number accepted, in characters. A number is held until it ends; a longer one
@@ -56,6 +54,14 @@ _STRING = '"' + _STR_RUN.pattern + '"'
 _SIMPLE = "(?:" + _STRING + "|true|false|null)"
 _ARRAY_RUN = re.compile(r"(?:[ \t\n\r]*,[ \t\n\r]*" + _SIMPLE + ")+")
 _OBJECT_RUN = re.compile(r"(?:[ \t\n\r]*,[ \t\n\r]*" + _STRING + r"[ \t\n\r]*:[ \t\n\r]*" + _SIMPLE + ")+")
+# At a "," that those runs cannot take: a member whose string value the end of the text cuts
+# ("," then '"' and plain or escaped characters up to the end; in an object its key and ":"
+# first), taken by one match when it reaches the end, where the general loop would take four
+# steps (the comma, the blanks, the quote, the run) to the same state and positions. Greedy and
+# unanchored: the caller compares where the match ends with the end of the text.
+_ARRAY_CUT = re.compile(r',[ \t\n\r]*"' + _STR_RUN.pattern)
+_OBJECT_CUT = re.compile(r",[ \t\n\r]*" + _STRING + r'[ \t\n\r]*:[ \t\n\r]*"' + _STR_RUN.pattern)
+_JSON_WS = re.compile(r"[ \t\n\r]*")
 # Where a number cut by the chunk end stopped in _NUMBER_PART, and the rest of that pattern from there.
 _NUM_INT, _NUM_FRAC, _NUM_EXP_SIGN, _NUM_EXP_DIGITS = range(4)
 _NUMBER_REST = (
@@ -97,13 +103,16 @@ class JsonScanner:
     Attributes:
         done: the top-level value is complete.
         error: the text is not JSON; ``error_pos`` is where it went wrong.
+        state: the scanner's state; at or over :data:`DONE` it consumes nothing more
+            (``DONE``: complete, ``ERROR``: not JSON). One attribute read, for callers that
+            test it once per chunk instead of ``done`` and ``error``.
     """
 
-    __slots__ = ("_stack", "_state", "_in_key", "_fail_in_string", "error_pos", "_num_seen", "_num_phase")
+    __slots__ = ("_stack", "state", "_in_key", "_fail_in_string", "error_pos", "_num_seen", "_num_phase")
 
     def __init__(self) -> None:
         self._stack: list[str] = []
-        self._state = VALUE
+        self.state = VALUE
         self._in_key = False
         self._fail_in_string = False
         self.error_pos = -1
@@ -113,25 +122,25 @@ class JsonScanner:
 
     @property
     def done(self) -> bool:
-        return self._state == DONE
+        return self.state == DONE
 
     @property
     def error(self) -> bool:
-        return self._state == ERROR
+        return self.state == ERROR
 
     @property
     def started(self) -> bool:
         """True once the first character of the value was consumed."""
-        return self._state != VALUE or bool(self._stack)
+        return self.state != VALUE or bool(self._stack)
 
     @property
     def in_string_value(self) -> bool:
-        return self._state == STRING and not self._in_key
+        return self.state == STRING and not self._in_key
 
     def closer(self) -> str:
         """Characters that complete the text up to the last safe position."""
         tail = "".join(reversed(self._stack))
-        st = self._state
+        st = self.state
         if (st == STRING and not self._in_key) or (st == ERROR and self._fail_in_string):
             return '"' + tail
         return tail
@@ -139,8 +148,8 @@ class JsonScanner:
     def _fail(self, pos: int, safe: int) -> tuple[int, int]:
         # Between the last safe position and an error the stack is unchanged
         # (every push or pop is itself a safe position), so closer() stays valid.
-        self._fail_in_string = self._state == STRING and not self._in_key
-        self._state = ERROR
+        self._fail_in_string = self.state == STRING and not self._in_key
+        self.state = ERROR
         self.error_pos = pos
         return pos, safe
 
@@ -160,8 +169,13 @@ class JsonScanner:
             the first error (``error``, ``error_pos``).
         """
         n = len(text)
+        st = self.state
+        if st == STRING and not pos and n and '"' not in text and "\\" not in text and text.isprintable():
+            # All of the text is plain string content (no quote, no escape, no control character:
+            # those are never printable), found by three C scans instead of a regex match (which
+            # costs more than the rest of a short chunk's scan). The same answer as _STR_RUN's.
+            return n, -1 if self._in_key else n
         stack = self._stack
-        st = self._state
         safe = -1
         while pos < n:
             if st == STRING:
@@ -191,17 +205,17 @@ class JsonScanner:
                         break
                     if not self._in_key:
                         safe = i  # inside a string value every position is safe
-                    self._state = st
+                    self.state = st
                     return self._fail(i, safe)
                 else:  # a raw control character is not allowed in a JSON string
                     if not self._in_key:
                         safe = i
-                    self._state = st
+                    self.state = st
                     return self._fail(i, safe)
                 continue
             c = text[pos]
             if c in " \t\n\r":
-                pos = skip_json_ws(text, pos)
+                pos = _JSON_WS.match(text, pos).end()  # type: ignore[union-attr]  # matches the empty string
                 if st == AFTER or st == OBJ_FIRST or st == ARR_FIRST:
                     safe = pos  # blanks there are closable: they stream instead of piling up
                 continue
@@ -241,7 +255,7 @@ class JsonScanner:
                     part_end = part.end()
                     if part_end - pos > MAX_NUMBER:  # decided on the length alone: the same on every split
                         self._num_seen = 0
-                        self._state = st
+                        self.state = st
                         return self._fail(pos + MAX_NUMBER, safe)
                     if part_end == n and not final:
                         self._num_phase = _number_phase(text, pos + seen, n, phase)
@@ -250,7 +264,7 @@ class JsonScanner:
                     self._num_seen = 0
                     m = _NUMBER.match(text, pos)
                     if m is None or m.end() != part_end:
-                        self._state = st
+                        self.state = st
                         return self._fail(m.end() if m is not None else pos, safe)
                     pos = m.end()
                     safe = pos
@@ -268,10 +282,10 @@ class JsonScanner:
                     elif not final and n - pos < len(lit) and lit.startswith(text[pos:]):
                         break
                     else:
-                        self._state = st
+                        self.state = st
                         return self._fail(pos, safe)
                 else:
-                    self._state = st
+                    self.state = st
                     return self._fail(pos, safe)
             elif st == OBJ_FIRST or st == KEY:
                 if c == '"':
@@ -286,11 +300,11 @@ class JsonScanner:
                     if st == DONE:
                         break
                 else:
-                    self._state = st
+                    self.state = st
                     return self._fail(pos, safe)
             elif st == COLON:
                 if c != ":":
-                    self._state = st
+                    self.state = st
                     return self._fail(pos, safe)
                 st = VALUE
                 pos += 1
@@ -300,7 +314,15 @@ class JsonScanner:
                     run = (_ARRAY_RUN if top == "]" else _OBJECT_RUN).match(text, pos)
                     if run is not None:
                         pos = safe = run.end()
-                        continue
+                        if pos >= n or text[pos] != ",":
+                            continue
+                    cut = (_ARRAY_CUT if top == "]" else _OBJECT_CUT).match(text, pos)
+                    if cut is not None and cut.end() == n:
+                        # A member whose string value runs to the end of the text: inside it.
+                        pos = safe = n
+                        st = STRING
+                        self._in_key = False
+                        break
                     st = KEY if top == "}" else VALUE
                     pos += 1
                 elif c == top:
@@ -311,9 +333,9 @@ class JsonScanner:
                         st = DONE
                         break
                 else:
-                    self._state = st
+                    self.state = st
                     return self._fail(pos, safe)
             else:  # DONE or ERROR: nothing more is consumed
                 break
-        self._state = st
+        self.state = st
         return pos, safe

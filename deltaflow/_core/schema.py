@@ -250,6 +250,10 @@ def json_string(text: str) -> str:
 
 def json_fragment(text: str) -> str:
     """``text`` JSON-escaped, without the quotes (a piece of a streamed string)."""
+    if '"' not in text and "\\" not in text and text.isprintable():
+        # Nothing to escape: every printable character but these two is written as it is (control
+        # characters and lone surrogates are not printable). Most pieces of a streamed value.
+        return text
     return _json_string(text)[1:-1]
 
 

@@ -39,22 +39,22 @@ class SyncChain:
         """Feed a batch of items through every stage; return the last stage's outputs."""
         if self._broken or self._finished:
             self._check()
-        k = 0
+        feeds = self._feeds
         try:
-            for feed in self._feeds:
-                if not items:
-                    return items
-                if len(items) == 1:
+            for feed in feeds:
+                if len(items) == 1:  # the common case first: one item in, through every stage
                     items = feed(items[0])
+                elif not items:
+                    return items
                 else:
                     nxt: list[Any] = []
                     for it in items:
                         nxt.extend(feed(it))
                     items = nxt
-                k += 1
         except Exception as exc:
             self._broken = True
-            st = self.stages[k]
+            # The stage whose feed raised (found by identity: each bound method is its own object).
+            st = self.stages[next(k for k, f in enumerate(feeds) if f is feed)]
             raise StageError(st.name, f"stage {st.name!r} failed: {exc!r}") from exc
         return items
 

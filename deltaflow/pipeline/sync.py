@@ -25,7 +25,7 @@ from ..stages.detokenize import Detokenizer
 from ..stages.identity import IdentityFirstBuffer
 from ..stages.name_filter import NameFilter, new_call_id
 from ..stages.reasoning import ReasoningSplitter
-from ..stages.router import router_factory
+from ..stages.router import ChannelRouter, router_factory
 from ..stages.tool_feeder import ToolBlockFeeder, check_tool_calls_in_reasoning
 from ..tools import normalize_tools
 from .chain import SyncChain
@@ -193,7 +193,9 @@ class ResponseParser:
         self._chain = SyncChain(stages)
         # The same stages without the assembler: a plain text chunk carries no metadata, so it
         # needs no ChunkEnd walking through every stage; the assembler frames its items directly.
-        self._pre = SyncChain(stages[:-1])
+        # A router without a routing machine forwards every item unchanged and holds nothing, so
+        # text chunks skip it (the final feed still runs every stage).
+        self._pre = SyncChain([st for st in stages[:-1] if not (isinstance(st, ChannelRouter) and st.passthrough)])
         self._final = False
 
     @property

@@ -146,6 +146,18 @@ class DeltaAssembler:
 
     def frame(self, items: list[object]) -> list[DeltaMessage]:
         """Merge and convert one chunk's items."""
+        if len(items) == 1:
+            # One item (most chunks of a stream): nothing to merge, the same delta as below.
+            it = items[0]
+            if isinstance(it, CallDelta) and it.name is None:
+                tc = DeltaToolCall(index=it.index, function=DeltaFunctionCall(arguments=it.args))
+                return [DeltaMessage(tool_calls=[tc])]
+            if isinstance(it, ChannelText):
+                if not it.text:
+                    return []
+                if it.channel is Channel.CONTENT:
+                    return [DeltaMessage(content=it.text)]
+                return [DeltaMessage(reasoning_content=it.text)]
         out: list[DeltaMessage] = []
         i = 0
         n = len(items)

@@ -84,8 +84,12 @@ class IdentityFirstBuffer:
             self._named = True
             self._held_chars = len(item.raw)
             # Committed at once when it ends here or arguments came before the name.
-            if item.end or any(h.args for h in held[:-1]):
+            if item.end:
                 return self._release()
+            if len(held) > 1:  # (plain loops: this runs once per call, where a generator's setup shows)
+                for h in held[:-1]:
+                    if h.args:
+                        return self._release()
             return []
         if self._named:
             if item.args or item.end:
@@ -104,17 +108,30 @@ class IdentityFirstBuffer:
             item = held[0]
             self._live = item.call
             return [item]
-        named = next(h for h in held if h.name is not None)
+        named: ToolDelta | None = None
+        first_id: str | None = None
+        args: list[str] = []
+        raw: list[str] = []
+        end = False
+        for h in held:
+            if named is None and h.name is not None:
+                named = h
+            if first_id is None and h.id:
+                first_id = h.id
+            args.append(h.args)
+            raw.append(h.raw)
+            end = end or h.end
+        assert named is not None  # only a named call is released
         self._live = named.call
         return [
             ToolDelta(
                 call=named.call,
                 channel=held[0].channel,
                 name=named.name,
-                id=named.id or next((h.id for h in held if h.id), None),
-                args="".join(h.args for h in held),
-                raw="".join(h.raw for h in held),
-                end=any(h.end for h in held),
+                id=named.id or first_id,
+                args="".join(args),
+                raw="".join(raw),
+                end=end,
             )
         ]
 

@@ -10,8 +10,8 @@ a new ``call_...`` id.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterable
+from os import urandom as _urandom
 
 from ..items import CallDelta, ChannelText, ToolDelta
 
@@ -19,8 +19,8 @@ __all__ = ("NameFilter", "new_call_id")
 
 
 def new_call_id() -> str:
-    """Return a fresh OpenAI-style call id (``call_`` and 24 hex digits)."""
-    return "call_" + uuid.uuid4().hex[:24]
+    """Return a fresh OpenAI-style call id (``call_`` and 24 hex digits: 96 random bits)."""
+    return "call_" + _urandom(12).hex()
 
 
 class NameFilter:

@@ -148,6 +148,11 @@ class ChannelRouter:
     def __init__(self, machine: RoutingMachine | None = None) -> None:
         self._machine = machine
 
+    @property
+    def passthrough(self) -> bool:
+        """No machine: every item is forwarded unchanged and nothing is held (a chain may skip this stage)."""
+        return self._machine is None
+
     def feed(self, item: object) -> list[object]:
         """Forward one item, or route it through the machine."""
         if self._machine is None:

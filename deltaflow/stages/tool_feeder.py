@@ -173,6 +173,19 @@ class ToolBlockFeeder:
         out: list[object] = []
         text = item.text
         ch = item.channel
+        parser = self._parser
+        if parser is not None and ch is self._buf_channel and not self._buf and self._pending is None:
+            # Inside a block, in its channel, nothing held: every check below is moot, and the
+            # text goes straight to the parser (the steady state of a long argument).
+            end = parser.feed_tool_block(text, out, False, 0)
+            if not parser.done:
+                if end < len(text):
+                    self._hold(text[end:], ch)
+                return out
+            self._parser = None
+            self._after_block = ch is self._block_channel
+            self._process(text, ch, out, False, end)
+            return out
         if self._parser is not None and ch is not self._buf_channel and getattr(self._parser, "complete", False):
             # The channel changed while a complete block only looked ahead for an optional
             # closer or separator: that text ended, so the block ends in its own channel.
@@ -295,9 +308,8 @@ class ToolBlockFeeder:
     def _started_at(self, text: str, pos: int) -> bool:
         return any(text.startswith(o, pos) for o in self._start_openers)  # "" opens anywhere (recipient lines)
 
-    def _process(self, text: str, ch: Channel, out: list[object], final: bool) -> None:
+    def _process(self, text: str, ch: Channel, out: list[object], final: bool, pos: int = 0) -> None:
         self._buf_channel = ch  # the channel of the text being processed (and of what gets held)
-        pos = 0
         n = len(text)
         while True:
             parser = self._parser

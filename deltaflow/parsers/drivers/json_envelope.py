@@ -39,11 +39,15 @@ Rules of this driver:
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
-from functools import partial
+from functools import cache, partial
 
+from ..._core.jsonscan import DONE as _SCAN_DONE
+from ..._core.jsonscan import ERROR as _SCAN_ERROR
 from ..._core.jsonscan import JsonScanner
 from ..._core.text import decode_json_string, has_surrogate, skip_json_ws
 from ..._core.verdict import NEED, NO, YES, Verdict
@@ -84,6 +88,29 @@ class _State(IntEnum):
 ) = tuple(_State)
 # States whose input may begin with insignificant whitespace.
 _WS_FIRST = frozenset((_OPEN, _PRE, _KEY0, _KEY, _COLON, _VAL, _AFTER, _ARRAY))
+_WS = r"[ \t\n\r]*"
+# A name the member-by-member path decodes to its own text: no escape, no control character, no
+# lone surrogate (which it refuses), at least one character.
+_PLAIN_NAME = r'"([^"\\\x00-\x1f\ud800-\udfff]+)"'
+
+
+@cache
+def _head_pattern(spec: JsonEnvelopeFormat) -> re.Pattern[str] | None:
+    """The usual head of an envelope object, ``{"name": "NAME", "<args field>": `` up to the ``{``.
+
+    Matched at the object's ``{`` it is taken in one step (what most calls of a Hermes-style
+    dialect begin with); any other head, or one cut by the end of the text, is read member by
+    member. None where the spec's keys make the two paths differ (name-keyed objects; a key
+    that is both the name and an arguments field).
+    """
+    if spec.name_keyed or spec.name_field in spec.args_fields:
+        return None
+    name = re.escape(json.dumps(spec.name_field))
+    args = "|".join(re.escape(json.dumps(f)) for f in spec.args_fields)
+    return re.compile(
+        r"\{" + _WS + name + _WS + ":" + _WS + _PLAIN_NAME + _WS + "," + _WS + "(?:" + args + ")" + _WS + ":" + _WS
+        + r"(?=\{)"
+    )
 
 
 @dataclass(frozen=True)
@@ -163,11 +190,14 @@ class JsonEnvelopeDriver(DriverBase):
         "_spec", "_state", "_name_key", "_args_key",
         "_scan", "_key_parts", "_val_parts", "_pending", "_emit_from",
         "_open_idx", "_args_started", "_args_done", "_envelopes", "_open_seq", "_close", "_ws_carry",
+        "_channel", "_head",
     )
 
     def __init__(self, ctx: DriverContext, spec: JsonEnvelopeFormat) -> None:
         super().__init__(ctx)
         self._spec = spec
+        self._channel = ctx.channel
+        self._head = _head_pattern(spec)
         self._state = _OPEN
         self._open_idx = 0
         self._envelopes = spec.envelopes()
@@ -214,7 +244,7 @@ class JsonEnvelopeDriver(DriverBase):
                 frag = "".join(self._pending) + frag
                 self._pending = []
             if frag:
-                out.append(ToolDelta(call=self.call, channel=self.ctx.channel, args=frag, raw=frag))
+                out.append(ToolDelta(call=self.call, channel=self._channel, args=frag, raw=frag))
             ef = safe
         if consumed > ef:
             self._pending.append(text[ef:consumed])
@@ -229,7 +259,33 @@ class JsonEnvelopeDriver(DriverBase):
         self._text = text
         self._raw_from = self._feed_start = self._emit_from = start
         self._blank_end = -1
-        pos = self._run(text, start, out, final)
+        if self._state == _ARGS:
+            # The arguments object is being streamed (the steady state of a long call): its step
+            # of the machine first, without the dispatch over every other state.
+            scan = self._scan
+            pos, safe = scan.scan(text, start, final)
+            if scan.state < _SCAN_DONE:  # the object goes on
+                if safe == pos and not final and not self._pending:
+                    # All of it is safe and nothing was pending (_flush_args' common case, and the
+                    # end of this method's when the block goes on): emit it, hold nothing.
+                    if pos > start:
+                        frag = text[start:pos]
+                        out.append(ToolDelta(call=self.call, channel=self._channel, args=frag, raw=frag))
+                    self._emit_from = self._raw_from = pos
+                    self._blank_run = 0
+                    self._text = ""
+                    return pos
+                self._flush_args(out, safe, pos)
+            elif scan.state == _SCAN_ERROR:
+                self._flush_args(out, safe, max(safe, start))
+                pos = self._malformed(out, scan.error_pos)
+            else:
+                self._flush_args(out, safe, pos)
+                self._args_done = True
+                self._state = _AFTER
+                pos = self._run(text, pos, out, final)
+        else:
+            pos = self._run(text, start, out, final)
         if not self.done:
             if final:
                 pos = self._malformed(out, len(text))
@@ -305,6 +361,11 @@ class JsonEnvelopeDriver(DriverBase):
             if st == _PRE:
                 if c != "{":
                     return self._malformed(out, pos)
+                if self._head is not None:
+                    head = self._head.match(text, pos)
+                    if head is not None:
+                        pos = self._took_head(out, head)
+                        continue
                 pos += 1
                 self._state = _KEY0
             elif st == _KEY0 or st == _KEY:
@@ -422,6 +483,26 @@ class JsonEnvelopeDriver(DriverBase):
                     return self._malformed(out, pos)
             else:  # pragma: no cover - _DONE is never run
                 return pos
+
+    def _took_head(self, out: list[object], head: re.Match[str]) -> int:
+        """The object's head (its name member, then the arguments key) was matched whole: take it.
+
+        The same events, flags and positions as the member-by-member path: the name event at the
+        end of the name's string (its raw text all that came before), the key committed at the
+        arguments' ``{``, which is where scanning goes on (not consumed yet).
+        """
+        name_end = head.end(1) + 1
+        self.emit(out, name_end, name=head.group(1))
+        brace = head.end()
+        self.emit(out, brace)
+        self._name_key = False
+        self._args_key = True
+        self._args_started = True
+        self._scan = JsonScanner()
+        self._emit_from = self._raw_from = brace
+        self._pending = []
+        self._state = _ARGS
+        return brace
 
     def _object_end(self, out: list[object], pos: int) -> bool:
         """The envelope object closed at ``pos``: end the call (False if it has no name)."""

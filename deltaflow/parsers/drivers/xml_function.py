@@ -93,6 +93,7 @@ from ..._core.schema import (
     parameter_plans,
     tentative,
 )
+from ...items import ToolDelta
 from ..base import BLANK_RUN_MAX, DriverBase
 from ..spec import DriverContext, FormatDefaults
 
@@ -247,6 +248,7 @@ class _Tables:
     body_markers: tuple[str, ...]
     closers: tuple[str, ...]
     value_end: re.Pattern[str]
+    value_first: str
     value_hold: MarkerHoldback
     name_stop: re.Pattern[str]
     key_stop: re.Pattern[str]
@@ -276,6 +278,8 @@ def _tables(spec: XmlFunctionFormat) -> _Tables:
         body_markers=tuple(m or "" for m in body),
         closers=tuple(m for m in (spec.call_close, spec.block_close) if m),
         value_end=re.compile("|".join(re.escape(m) for m in dict.fromkeys(ends))),
+        # The first character of every end marker when they share one ("<"), else "".
+        value_first=ends[0][0] if len({m[0] for m in ends}) == 1 else "",
         value_hold=MarkerHoldback(ends),
         name_stop=_stop_re(">", "<\n" if spec.name_style == "equals" else "<"),
         key_stop=_stop_re(spec.key_end, "<\n" if spec.key_style == "equals" else "<"),
@@ -325,12 +329,13 @@ class XmlFunctionDriver(DriverBase):
     __slots__ = (
         "_spec", "_t", "_state", "_parts", "_name", "_key", "_attrs", "_plan", "_plans",
         "_nparams", "_vmode", "_vstart", "_vlead", "_vsaw", "_vscalar", "_vwhole", "_wrap", "_wrapped",
-        "_scan", "_json_pending", "_args_done", "_name_max", "_vcdata",
+        "_scan", "_json_pending", "_args_done", "_name_max", "_vcdata", "_channel",
     )
 
     def __init__(self, ctx: DriverContext, spec: XmlFunctionFormat) -> None:
         super().__init__(ctx)
         self._spec = spec
+        self._channel = ctx.channel
         self._t = _tables(spec)
         self._state = _START
         self._parts: list[str] = []
@@ -361,6 +366,23 @@ class XmlFunctionDriver(DriverBase):
     def complete(self) -> bool:
         """The last call is complete; only an optional closer or another call may follow."""
         return self._state == _AFTER
+
+    def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
+        """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""
+        # DriverBase's feed_tool_block with its begin and hold inlined: a long value is fed once
+        # per chunk, and the two calls were a tenth of the driver's cost there.
+        self._text = text
+        self._raw_from = self._feed_start = start
+        self._blank_end = -1
+        pos = self._run(text, start, out, final)
+        if not self.done:
+            if pos != self._blank_end:
+                self._blank_run = 0  # the feed did not end inside a whitespace run
+            if pos > self._raw_from:
+                self._uncommitted.append(text[self._raw_from : pos])
+                self._raw_from = pos
+        self._text = ""
+        return pos
 
     # -- the machine ------------------------------------------------------------------------
     def _sep(self, text: str, pos: int) -> int:
@@ -689,13 +711,17 @@ class XmlFunctionDriver(DriverBase):
             pos, done = self._cdata(text, pos, out, final)
             if done is not None:
                 return pos, done
-        m = self._t.value_end.search(text, pos)
+        t = self._t
+        # Where an end marker could begin: at their shared first character (one str.find skips the
+        # regex search and the hold-back when the rest of the text has none), else anywhere.
+        first = text.find(t.value_first, pos) if t.value_first else pos
+        m = t.value_end.search(text, first) if first >= 0 else None
         if m is not None:
             end = m.start()
         elif final:
             end = n
         else:
-            end = n - self._t.value_hold.held(text, pos)
+            end = n - t.value_hold.held(text, pos) if first >= 0 else n
             if end > pos and text[end - 1] == "\n" and self._strips_trailing():
                 end -= 1  # maybe the framing newline before the close tag
         piece = text[pos:end]
@@ -705,7 +731,16 @@ class XmlFunctionDriver(DriverBase):
                 if not self._vwhole:
                     self._decide(out, end)
             elif piece:
-                self.emit(out, end, args=json_fragment(piece))
+                # emit(out, end, args=...) for a piece of a streamed string, inlined (its raw text is
+                # the piece itself when nothing before it in this feed is unattributed).
+                if self.named:
+                    self.committed = True
+                if self._raw_from == pos and not self._uncommitted:
+                    raw = piece
+                    self._raw_from = end
+                else:
+                    raw = self._take(end)
+                out.append(ToolDelta(call=self.call, channel=self._channel, args=json_fragment(piece), raw=raw))
             return end, False
         if m is None:  # the output ended inside the value
             return self._value_cut(out, n, piece), False

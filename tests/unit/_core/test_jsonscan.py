@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -335,3 +336,60 @@ def test_runs_of_simple_members_scan_the_same_on_every_split(text: str) -> None:
         assert (got.consumed, got.last_safe, got.scanner.done, got.scanner.error) == (
             chars.consumed, chars.last_safe, chars.scanner.done, chars.scanner.error,
         ), label
+
+
+def _trace(pieces: list[str], *, shortcuts: bool) -> list[tuple[int, int, int, str]]:
+    """Every call's (consumed, safe, state, closer) for a contract-following consumer of ``pieces``.
+
+    Without ``shortcuts`` each call's text is given behind one extra character (``pos=1``, which
+    the all-plain-string shortcut never takes) and the cut-member patterns never match, so only
+    the general loop runs; positions are reported relative to the piece either way.
+    """
+    import deltaflow._core.jsonscan as jsonscan
+
+    saved = jsonscan._ARRAY_CUT, jsonscan._OBJECT_CUT
+    if not shortcuts:
+        jsonscan._ARRAY_CUT = jsonscan._OBJECT_CUT = re.compile(r"(?!)")
+    try:
+        s = JsonScanner()
+        out: list[tuple[int, int, int, str]] = []
+        buf = ""
+        for k, piece in enumerate(pieces):
+            buf += piece
+            final = k == len(pieces) - 1
+            if shortcuts:
+                consumed, safe = s.scan(buf, 0, final)
+            else:
+                consumed, safe = s.scan("\x00" + buf, 1, final)
+                consumed, safe = consumed - 1, safe - 1 if safe >= 0 else -1
+            out.append((consumed, safe, s.state, s.closer()))
+            if s.done or s.error:
+                break
+            buf = buf[consumed:]
+        return out
+    finally:
+        jsonscan._ARRAY_CUT, jsonscan._OBJECT_CUT = saved
+
+
+TRACE_TEXTS = [
+    '["alpha-0", "b\\"x-1", "数据-2", "tab\\t-3", "a\\\\b-4"]',
+    '{"path": "a.py", "content": "line \\"one\\"\\n\\tline two <div> 東京 😀"}',
+    '{"a": "x", "b": tru, "c": 1}',
+    '["a", "b\x01c", "d"]',
+    '{"k": "v", "k2": "v\\u00e9", "k3" : "w"}',
+    '[ "a" ,  "b" , 1, "c\\',
+]
+
+
+@pytest.mark.parametrize("text", TRACE_TEXTS + [s.text for s in SAMPLES[:12]], ids=repr)
+def test_shortcuts_give_the_general_loops_answer_on_every_call(text: str) -> None:
+    """The all-plain-string shortcut and the cut-member match return, call by call, what the general loop does."""
+    rnd = random.Random(len(text))
+    chunkings = [[text], list(text)]
+    for size in (2, 3, 4, 7, 16):
+        chunkings.append([text[i : i + size] for i in range(0, len(text), size)])
+    for _ in range(8):
+        cuts = sorted(rnd.sample(range(1, len(text)), min(5, len(text) - 1)))
+        chunkings.append([text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)])
+    for pieces in chunkings:
+        assert _trace(pieces, shortcuts=True) == _trace(pieces, shortcuts=False), pieces

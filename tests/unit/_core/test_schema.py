@@ -292,3 +292,14 @@ def test_a_literal_is_only_read_as_the_container_it_opens() -> None:
     plan = plan_for_schema({"type": "array"})
     assert convert(plan, '{"a": 1},') == json_string('{"a": 1},')
     assert convert(plan, "['a', (1, 2)]") == '["a",[1,2]]'
+
+
+def test_json_fragment_is_the_escaped_string_without_its_quotes() -> None:
+    """The shortcut for text with nothing to escape gives json_string's answer for every code point."""
+    from deltaflow._core.text import json_string
+
+    for cp in range(0x110000):
+        c = chr(cp)
+        assert json_fragment(c) == json_string(c)[1:-1], hex(cp)
+    for text in ("", "plain <div> 東京 😀", 'a"b', "a\\b", "tab\there", "\u2028", "\ud800x", "é\x7f"):
+        assert json_fragment(text) == json_string(text)[1:-1], repr(text)
