@@ -95,7 +95,7 @@ class ReasoningSplitter:
         "_spec", "_mode", "_buf", "_open", "_hb_start", "_hb_end", "_finished",
         "_in_pos", "_chunk_start", "_spans", "_watched", "_labels", "_reentrant",
         "_strip_nl", "_wrap_pending", "_closing", "_hb_open", "_body_re", "_hb_body",
-        "_body_close_re", "_hb_body_close", "_long_nl",
+        "_body_close_re", "_hb_body_close", "_long_nl", "_end_first",
     )
 
     def __init__(
@@ -126,6 +126,7 @@ class ReasoningSplitter:
         self._hb_body: MarkerHoldback | None = None
         self._hb_body_close: MarkerHoldback | None = None
         self._hb_open: MarkerHoldback | None = None
+        self._end_first = ""  # see below: "" where the reasoning shortcut does not apply
         if spec is None:
             self._mode = _CONTENT
             return
@@ -154,6 +155,12 @@ class ReasoningSplitter:
         watched = (spec.end, *spec.implicit_end, *((spec.start,) if self._reentrant else ()))
         self._hb_end = MarkerHoldback(watched, prefixes, chunking)
         self._watched = tuple(sorted(dict.fromkeys(watched), key=len, reverse=True))
+        firsts = {m[0] for m in self._watched if m}
+        # While reasoning, a chunk without this character holds no marker and no marker's start: it is
+        # all reasoning (see feed). Only for one shared first character, and not where newlines before
+        # the end marker are dropped (they are held whatever follows).
+        if len(firsts) == 1 and all(self._watched) and not spec.reasoning_rstrip_newlines:
+            self._end_first = firsts.pop()
 
     @property
     def in_reasoning(self) -> bool:
@@ -166,8 +173,14 @@ class ReasoningSplitter:
         if item.__class__ is str:
             assert isinstance(item, str)
             self._in_pos += len(item)
-            if self._mode == _CONTENT and not self._buf:
-                return [ChannelText(_CONTENT_CH, item)] if item else []
+            mode = self._mode
+            if not self._buf:
+                if mode == _CONTENT:
+                    return [ChannelText(_CONTENT_CH, item)] if item else []
+                if mode == _REASONING and self._end_first and self._end_first not in item:
+                    # What _reasoning gives for it: no marker, nothing to hold (a held tail begins a
+                    # marker, so it begins with its first character). Most chunks of a long thought.
+                    return [ChannelText(_REASONING_CH, item)] if item else []
             return self._split(item, final=False)  # type: ignore[return-value]
         if item.__class__ is ChunkEnd:
             assert isinstance(item, ChunkEnd)

@@ -106,7 +106,7 @@ class ToolBlockFeeder:
         "_dialect", "_tools", "_opener", "_passthrough", "_open_re", "_hb", "_start_openers", "_started", "_parser",
         "_buf", "_buf_channel", "_after_block", "_block_channel", "_calls", "_finished",
         "_pending", "_pending_raw", "_pending_calls", "_pending_size", "_framing", "_lead_blanks",
-        "_restart", "_long_blank", "_tentative", "_reasoning_is_text",
+        "_restart", "_long_blank", "_tentative", "_reasoning_is_text", "_open_first",
     )
 
     name = "tools"
@@ -137,6 +137,10 @@ class ToolBlockFeeder:
         # A dialect without text openers (e.g. one routed by the channel router) passes text through.
         self._passthrough = not openers and not dialect.start_openers
         self._open_re = re.compile("|".join(re.escape(o) for o in openers) or r"(?!)")
+        # The one first character every opener shares ("" when they do not): text outside a block
+        # without it holds no opener and no opener's start (see feed).
+        firsts = {o[0] for o in openers if o}
+        self._open_first = firsts.pop() if len(firsts) == 1 and all(openers) else ""
         # Request-defined openers are plain text: any prefix of them can end a token.
         self._hb = MarkerHoldback(openers, (*dialect.token_prefixes, *all_prefixes(*request_openers)), chunking)
         self._start_openers = dialect.start_openers
@@ -174,6 +178,20 @@ class ToolBlockFeeder:
         text = item.text
         ch = item.channel
         parser = self._parser
+        if (
+            parser is None
+            and not self._buf
+            and self._open_first
+            and self._open_first not in text
+            and self._pending is None
+            and not self._after_block
+            and not self._lead_blanks
+            and (not self._start_openers or ch in self._started)
+        ):
+            # Outside a block, nothing held or pending: no opener can start in this text, so it is
+            # all text, as _process would find with a search and an empty hold-back.
+            self._buf_channel = ch
+            return [ChannelText(ch, text)] if text else []
         if parser is not None and ch is self._buf_channel and not self._buf and self._pending is None:
             # Inside a block, in its channel, nothing held: every check below is moot, and the
             # text goes straight to the parser (the steady state of a long argument).
