@@ -1973,7 +1973,11 @@ def profile_cell(script: Script, protocol: str, n: int, tool: str, top: int, qui
             cats[cat] = cats.get(cat, 0.0) + tt
         total = sum(cats.values()) or 1.0
         result["categories"] = sorted(((k, v / total) for k, v in cats.items()), key=lambda kv: -kv[1])
-    os.unlink(out_path)
+    keep = os.environ.get("DELTAFLOW_BENCH_KEEP_PROFILE")
+    if keep:  # the raw profile, for a closer look (pstats or pyinstrument's JSON)
+        os.replace(out_path, keep)
+    else:
+        os.unlink(out_path)
     return result
 
 

@@ -533,6 +533,7 @@ class GatewayEngine:
         plan = request.plan if isinstance(request.plan, Plan) else self.plan(request)
         ends = plan.stop_texts
         longest = max((len(e) for e in ends), default=0)
+        starts = "".join(sorted({e[0] for e in ends if e}))  # a partial end text starts with one of these
         held = ""
         m = self.metrics
         name = plan.model.name
@@ -566,9 +567,12 @@ class GatewayEngine:
                     continue
                 if longest:
                     text = held + text
-                    keep = _partial_end(text, ends, longest)
+                    keep = _partial_end(text, ends, longest, starts)
                     held = text[len(text) - keep :] if keep else ""
                     text = text[: len(text) - keep]
+                if text is chunk.text:  # nothing held back or released: the chunk as it came (most tokens)
+                    yield chunk
+                    continue
                 yield TokenChunk(token_ids=chunk.token_ids, text=text, logprobs=chunk.logprobs, usage=chunk.usage)
             if held:
                 yield TokenChunk(text=held)
@@ -590,9 +594,19 @@ def _count_usage(m: GatewayMetrics, name: str, usage: Any) -> None:
         m.generated_tokens.labels(name).inc(completion)
 
 
-def _partial_end(text: str, ends: tuple[str, ...], longest: int) -> int:
-    """How many characters at the end of ``text`` may be (the start of) an end-of-turn text."""
+def _partial_end(text: str, ends: tuple[str, ...], longest: int, starts: str | None = None) -> int:
+    """How many characters at the end of ``text`` may be (the start of) an end-of-turn text.
+
+    ``starts``: the first characters of ``ends`` (when given, a tail without any
+    of them is answered at once: most tokens).
+    """
     tail = text[-longest:]
+    if starts is not None:
+        if len(starts) == 1:
+            if starts not in tail:
+                return 0
+        elif not any(c in tail for c in starts):
+            return 0
     best = 0
     for e in ends:
         for k in range(min(len(e), len(tail)), best, -1):

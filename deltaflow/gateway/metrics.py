@@ -8,9 +8,11 @@ kind (``connect``, ``timeout``, ``status``, ``protocol``, ``closed``).
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ("GatewayMetrics",)
+__all__ = ("GatewayMetrics", "LightHistogram")
 
 # Latency buckets (seconds): first tokens from 5 ms to a minute; gaps between chunks from 0.5 ms.
 _TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -46,10 +48,11 @@ class GatewayMetrics:
             "deltaflow_time_to_first_token_seconds", "From the upstream request to its first text.", ["model"],
             buckets=_TTFT_BUCKETS, registry=r,
         )
-        self.itl = prom.Histogram(
-            "deltaflow_inter_token_latency_seconds", "Between two chunks of upstream text.", ["model"],
-            buckets=_ITL_BUCKETS, registry=r,
+        self.itl = LightHistogram(
+            "deltaflow_inter_token_latency_seconds", "Between two chunks of upstream text.", "model",
+            _ITL_BUCKETS,
         )
+        r.register(self.itl)
         self.upstream_errors = prom.Counter(
             "deltaflow_upstream_errors", "Upstream failures by kind.", ["model", "kind"], registry=r
         )
@@ -57,3 +60,70 @@ class GatewayMetrics:
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""
         return self._prom.generate_latest(self.registry), self._prom.CONTENT_TYPE_LATEST
+
+
+class _HistogramChild:
+    """One label value's counts (see :class:`LightHistogram`)."""
+
+    __slots__ = ("_bounds", "counts", "total")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self._bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # per bucket, not cumulative; the last is +Inf
+        self.total = 0.0
+
+    def observe(self, amount: float) -> None:
+        """Count one value (seconds)."""
+        self.counts[bisect_left(self._bounds, amount)] += 1
+        self.total += amount
+
+
+class LightHistogram:
+    """A histogram with one label, observed once per token: a Prometheus collector of plain counters.
+
+    ``prometheus_client.Histogram.observe`` takes a lock and updates a value
+    object per bucket and for the sum (about 4 us); this is a bisection and two
+    additions, for one event loop (observe from one thread). The exposition is
+    the same ``_bucket``/``_count``/``_sum`` series (no ``_created``).
+
+    Args:
+        name: the metric's name.
+        documentation: its help text.
+        label: the label's name.
+        buckets: the upper bounds (sorted; +Inf is added).
+    """
+
+    def __init__(self, name: str, documentation: str, label: str, buckets: Sequence[float]) -> None:
+        from prometheus_client.utils import floatToGoString  # the le="..." text prometheus_client writes
+
+        self._name = name
+        self._doc = documentation
+        self._label = label
+        self._bounds = tuple(float(b) for b in buckets)
+        self._les = [str(floatToGoString(b)) for b in self._bounds] + ["+Inf"]  # type: ignore[no-untyped-call]
+        self._children: dict[str, _HistogramChild] = {}
+
+    def labels(self, value: str) -> _HistogramChild:
+        """The counts of one label value (made on first use)."""
+        child = self._children.get(value)
+        if child is None:
+            child = self._children[value] = _HistogramChild(self._bounds)
+        return child
+
+    def collect(self) -> Iterator[Any]:
+        """The metric family, for the registry."""
+        from prometheus_client.core import HistogramMetricFamily
+
+        family = HistogramMetricFamily(self._name, self._doc, labels=[self._label])
+        for value, child in list(self._children.items()):
+            running = 0
+            buckets: list[tuple[str, float]] = []
+            for le, n in zip(self._les, list(child.counts), strict=True):
+                running += n
+                buckets.append((le, float(running)))
+            family.add_metric([value], buckets, child.total)
+        yield family
+
+    def describe(self) -> list[Any]:
+        """No description up front (the registry then calls :meth:`collect` to learn the names)."""
+        return []

@@ -1,16 +1,19 @@
 """What the upstream adapters share: one pooled client, streamed reading, timeouts, retry, errors.
 
 :class:`HttpUpstream` is the base of every adapter. It holds one pooled
-:class:`httpx.AsyncClient` and reads an engine's answer as a stream of event
+:class:`httpx.AsyncClient` (split into pools of :data:`POOL_SHARD` connections
+when more are allowed) and reads an engine's answer as a stream of event
 payloads (SSE ``data`` fields through ``httpx_sse``, or NDJSON lines), which
 an adapter's :class:`EventDecoder` turns into
 :class:`~deltaflow.items.TokenChunk` objects. Around that loop it enforces:
 
 * **timeouts** (:class:`Timeouts`): connecting; the first event (from sending
   the request to the first event, so it includes the engine's prompt
-  processing); idle time between two events. The first-byte and idle limits
-  are anyio deadlines around each wait, so a slow socket read and a silent
-  engine are treated alike;
+  processing); idle time between two events. The first-byte limit is an anyio
+  deadline around each wait before the first event; the idle limit is one
+  timer per stream that cancels a wait lasting longer (:class:`_IdleWatch`),
+  so a slow socket read and a silent engine are treated alike, and a long
+  stream does not pay for a deadline per event;
 * **one bounded retry** (``retries``, 1 by default), only while nothing has
   reached the caller and only for failures that say nothing about the request
   itself: the connection could not be made (refused, connect timeout), the
@@ -32,6 +35,8 @@ an adapter's :class:`EventDecoder` turns into
 
 from __future__ import annotations
 
+import asyncio
+import math
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -70,6 +75,16 @@ MAX_ERROR_BODY = 64 * 1024
 
 MAX_MESSAGE = 2000
 """Characters of an engine's message kept in an :class:`UpstreamError`."""
+
+POOL_SHARD = 16
+"""Connections per ``httpx`` pool: a larger ``max_connections`` is split over several clients.
+
+httpcore's pool (1.0) scans all its connections, and for each idle one all of
+them again, at every request and response close (encode/httpcore#1035): with
+hundreds of streams that bookkeeping costs more than the streams. A stream
+goes to the client with the fewest open streams, which is also the one with
+the most idle connections to reuse.
+"""
 
 T = TypeVar("T")
 UpstreamT = TypeVar("UpstreamT", bound="HttpUpstream")
@@ -341,6 +356,76 @@ class _Reader(Generic[T]):
 _MAX_DRAIN = 10_000
 
 
+class _IdleWatch:
+    """The idle limit of one stream: each wait for the upstream gets a cancel scope without a deadline,
+    and one timer per stream (re-armed at most once per ``idle`` seconds) cancels the scope of a wait
+    that has lasted ``idle`` seconds.
+
+    A deadline per wait (``anyio.fail_after``) costs a timer and a backend lookup per event (about a
+    fifth of the gateway's CPU at 100 streams); this costs a plain scope. Only the time spent waiting
+    counts: between :meth:`close` and the next :meth:`open` (the consumer holds the stream) the
+    clock is stopped, and each wait starts a new count. On a loop other than asyncio (trio) each wait
+    gets an anyio deadline instead.
+
+    Args:
+        idle: the limit (seconds; None: no limit).
+    """
+
+    __slots__ = ("_handle", "_idle", "_loop", "_scope", "_scope_type", "_start")
+
+    def __init__(self, idle: float | None) -> None:
+        self._idle = idle
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._scope_type: type[anyio.CancelScope] | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._start = 0.0
+
+    def open(self) -> anyio.CancelScope:
+        """The scope of the next wait (enter it at once; call :meth:`close` after it)."""
+        cls = self._scope_type
+        if cls is None:
+            cls = self._scope_type = type(anyio.CancelScope())  # the running backend's scope class
+            if self._idle is not None:
+                try:
+                    self._loop = asyncio.get_running_loop()
+                except RuntimeError:  # not asyncio (trio): an anyio deadline per wait
+                    self._loop = None
+        idle = self._idle
+        if idle is None:
+            return cls()
+        loop = self._loop
+        if loop is None:
+            return cls(deadline=anyio.current_time() + idle)
+        scope = self._scope = cls()
+        self._start = now = loop.time()
+        if self._handle is None:
+            self._handle = loop.call_at(now + idle, self._check)
+        return scope
+
+    def close(self) -> None:
+        """The wait ended (the scope was left)."""
+        self._scope = None
+
+    def cancel(self) -> None:
+        """The stream ended: drop the timer."""
+        self._scope = None
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _check(self) -> None:
+        self._handle = None
+        scope, loop, idle = self._scope, self._loop, self._idle
+        if scope is None or loop is None or idle is None:
+            return  # not waiting: the next open() arms a new timer
+        due = self._start + idle
+        if loop.time() >= due:
+            scope.cancel()
+        else:
+            self._handle = loop.call_at(due, self._check)
+
+
 class HttpUpstream:
     """The base of the adapters: a pooled client, the streamed reader, health and close.
 
@@ -401,15 +486,24 @@ class HttpUpstream:
         candidates = {api_key or "", self.base_url, url.host, netloc, userinfo}
         self._secrets = tuple(sorted((s for s in candidates if len(s) >= 4), key=len, reverse=True))
         self._owns_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient(
-            timeout=self._timeout,
-            limits=httpx.Limits(
-                max_connections=max_connections,
-                max_keepalive_connections=max_connections,
-                keepalive_expiry=t.keepalive_expiry,
-            ),
-            trust_env=False,  # engines are reached directly; a proxy from the environment is never wanted here
-        )
+        if client is not None:
+            clients: tuple[httpx.AsyncClient, ...] = (client,)
+        else:
+            shards = max(1, -(-max_connections // POOL_SHARD))
+            per = -(-max_connections // shards)
+            clients = tuple(
+                httpx.AsyncClient(
+                    timeout=self._timeout,
+                    limits=httpx.Limits(
+                        max_connections=per, max_keepalive_connections=per, keepalive_expiry=t.keepalive_expiry
+                    ),
+                    trust_env=False,  # engines are reached directly; a proxy from the environment is never wanted
+                )
+                for _ in range(shards)
+            )
+        self._clients = clients
+        self._client = clients[0]  # plain requests (health, probes)
+        self._busy = [0] * len(clients)  # the streams open on each client
 
     # -- errors -------------------------------------------------------------------------------------------------
 
@@ -520,16 +614,22 @@ class HttpUpstream:
             decoder = new_decoder()
             try:
                 deadline = None if t.first_byte is None else anyio.current_time() + t.first_byte
-                request = self._client.build_request("POST", url, content=content, headers=headers,
-                                                      timeout=self._timeout)
+                busy = self._busy
+                shard = busy.index(min(busy)) if len(busy) > 1 else 0
+                client = self._clients[shard]
+                request = client.build_request("POST", url, content=content, headers=headers, timeout=self._timeout)
+                busy[shard] += 1
                 try:
                     with anyio.fail_after(_left(deadline)):
-                        response = await self._client.send(request, stream=True)
-                except TimeoutError as exc:
-                    raise _StreamFault("timeout", f"the upstream engine did not answer within {t.first_byte:g} s"
-                                       ) from exc
-                except httpx.TransportError as exc:
-                    raise self._transport_fault(exc, answered=False) from exc
+                        response = await client.send(request, stream=True)
+                except BaseException as exc:
+                    busy[shard] -= 1
+                    if isinstance(exc, TimeoutError):
+                        raise _StreamFault("timeout", f"the upstream engine did not answer within"
+                                           f" {t.first_byte:g} s") from exc
+                    if isinstance(exc, httpx.TransportError):
+                        raise self._transport_fault(exc, answered=False) from exc
+                    raise
                 try:
                     if not response.is_success:
                         raise await self._status_fault(response, deadline)
@@ -543,20 +643,18 @@ class HttpUpstream:
                     reader: _Reader[Any] = _Reader(
                         response.aiter_lines() if ndjson else httpx_sse.EventSource(response).aiter_sse()
                     )
+                    watch = _IdleWatch(t.idle)
                     try:
                         while True:
-                            limit = _left(deadline) if not got_event else t.idle
+                            # Until the first event, one scope with the first-byte deadline per wait
+                            # (a couple per stream); then the idle watch: a deadline-free scope per
+                            # wait and one timer per stream (see _IdleWatch). Only the wait is inside
+                            # the scope: the chunks are yielded outside it.
+                            scope = watch.open() if got_event else anyio.CancelScope(
+                                deadline=math.inf if deadline is None else deadline)
                             try:
-                                with anyio.fail_after(limit):
+                                with scope:
                                     data = await self._next_event(reader, ndjson)
-                            except TimeoutError as exc:
-                                if decoder.done:
-                                    break
-                                if got_event:
-                                    msg = f"the upstream engine sent nothing for {t.idle:g} s"
-                                else:
-                                    msg = f"the upstream engine sent no event within {t.first_byte:g} s"
-                                raise _StreamFault("timeout", msg) from exc
                             except httpx.TransportError as exc:
                                 if decoder.done:
                                     break
@@ -566,6 +664,16 @@ class HttpUpstream:
                             except httpx_sse.SSEError as exc:
                                 raise _StreamFault("protocol", "the upstream engine sent a malformed event stream"
                                                    ) from exc
+                            finally:
+                                watch.close()
+                            if scope.cancelled_caught:
+                                if decoder.done:
+                                    break
+                                if got_event:
+                                    msg = f"the upstream engine sent nothing for {t.idle:g} s"
+                                else:
+                                    msg = f"the upstream engine sent no event within {t.first_byte:g} s"
+                                raise _StreamFault("timeout", msg)
                             if data is None:
                                 break
                             got_event = True
@@ -573,12 +681,14 @@ class HttpUpstream:
                                 yielded = True
                                 yield chunk
                     finally:
+                        watch.cancel()
                         await reader.abandon()
                     for chunk in decoder.finish():
                         yielded = True
                         yield chunk
                     return
                 finally:
+                    busy[shard] -= 1
                     with anyio.move_on_after(5, shield=True):
                         await response.aclose()
             except _StreamFault as fault:
@@ -650,7 +760,8 @@ class HttpUpstream:
     async def aclose(self) -> None:
         """Close the pooled connections (a client passed in is left open)."""
         if self._owns_client:
-            await self._client.aclose()
+            for client in self._clients:
+                await client.aclose()
 
     async def __aenter__(self: UpstreamT) -> UpstreamT:
         return self

@@ -755,6 +755,54 @@ async def test_cancelling_the_consumer_closes_the_upstream_response(engine: Scri
         assert await anyio.to_thread.run_sync(engine.disconnected.wait, 5.0)
 
 
+async def test_a_consumer_holding_the_stream_longer_than_idle_is_not_a_timeout(engine: ScriptedEngine) -> None:
+    # Only time spent waiting for the engine counts: here every event is sent at once, then the
+    # consumer keeps each chunk for longer than the idle limit.
+    engine.script("/completion", Reply(chunks=sse_events("llamacpp_completion.sse")))
+    got: list[TokenChunk] = []
+    async with LlamaCppUpstream(engine.base, timeouts=Timeouts(first_byte=5.0, idle=0.2)) as up:
+        async with aclosing(up.generate(UpstreamRequest(prompt="p"))) as gen:
+            async for chunk in gen:
+                got.append(chunk)
+                await anyio.sleep(0.3)
+    assert text_of(got) == ".moves(redisatus" and got[-1].finish_reason == "length"
+
+
+async def test_events_closer_than_idle_never_time_out_however_long_the_stream(engine: ScriptedEngine) -> None:
+    # Each gap (0.15 s) is below the limit (0.4 s), the whole stream (0.6 s) is not: the count restarts
+    # at every event (the per-stream timer is re-armed, not fired).
+    engine.script("/completion", Reply(chunks=sse_events("llamacpp_completion.sse"), delay=0.15))
+    async with LlamaCppUpstream(engine.base, timeouts=Timeouts(first_byte=5.0, idle=0.4)) as up:
+        chunks = await collect(up.generate(UpstreamRequest(prompt="p")))
+    assert text_of(chunks) == ".moves(redisatus"
+
+
+async def test_an_event_split_over_reads_counts_as_one_wait(engine: ScriptedEngine) -> None:
+    # The idle limit is the time since the last event: bytes of an unfinished event do not reset it.
+    first, second = sse_events("llamacpp_completion.sse")[:2]
+    trickle = [first] + pieces(second, max(1, len(second) // 4))
+    engine.script("/completion", Reply(chunks=trickle, delay=0.12, hang=True))
+    async with LlamaCppUpstream(engine.base, timeouts=Timeouts(first_byte=5.0, idle=0.3)) as up:
+        err, got = await failure(up.generate(UpstreamRequest(prompt="p")))
+    assert (err.kind, err.before_first_byte) == ("timeout", False) and text_of(got) == ".moves"
+
+
+async def test_streams_spread_over_the_pool_shards(engine: ScriptedEngine) -> None:
+    engine.script("/completion", *[Reply(chunks=sse_events("llamacpp_completion.sse")[:1], hang=True)] * 3)
+    up = LlamaCppUpstream(engine.base, timeouts=FAST, max_connections=40)
+    async with up:
+        assert len(up._clients) == 3  # 40 connections over pools of at most 16
+        gens = [up.generate(UpstreamRequest(prompt="p")) for _ in range(3)]
+        try:
+            for gen in gens:
+                assert (await gen.__anext__()).text == ".moves"
+            assert up._busy == [1, 1, 1]
+        finally:
+            for gen in gens:
+                await gen.aclose()
+        assert up._busy == [0, 0, 0]
+
+
 # -- the registry -------------------------------------------------------------------------------------------------
 
 
