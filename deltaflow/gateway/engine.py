@@ -357,6 +357,13 @@ class GatewayEngine:
         opts = conversation.options
         max_tokens = self._limit(model, request, opts.max_tokens, None)
         body = write_chat(conversation, max_tokens=max_tokens)
+        if request.protocol == "chat.completions" and request.body.get("logprobs"):
+            # Asked by a Chat client: the engine's token logprobs are passed on (the Chat framer
+            # writes them); the other APIs have no place for them.
+            body["logprobs"] = True
+            top = request.body.get("top_logprobs")
+            if isinstance(top, int) and not isinstance(top, bool) and top > 0:
+                body["top_logprobs"] = top
         return Plan(
             model=model,
             conversation=conversation,

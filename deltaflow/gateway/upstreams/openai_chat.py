@@ -95,10 +95,15 @@ class _Delta(msgspec.Struct):
     tool_calls: list[_ToolCall] | None = None
 
 
+class _Logprobs(msgspec.Struct):
+    content: list[Any] | None = None
+
+
 class _Choice(msgspec.Struct):
     index: int = 0
     delta: _Delta | None = None
     finish_reason: str | None = None
+    logprobs: _Logprobs | None = None
 
 
 class _Details(msgspec.Struct):
@@ -218,6 +223,7 @@ class _ChatDecoder:
             if choice.index != 0 or self.done:
                 continue
             d = choice.delta
+            start = len(out)
             if d is not None:
                 thought = d.reasoning_content if d.reasoning_content is not None else d.reasoning
                 if thought:
@@ -228,6 +234,19 @@ class _ChatDecoder:
                     fragments = self._fragments(d.tool_calls)
                     if fragments:
                         out.append(DeltaMessage(tool_calls=fragments))
+            lp = choice.logprobs.content if choice.logprobs is not None else None
+            if lp:
+                # The chunk's token logprobs ride on its first delta (a Chat client gets them with it);
+                # a chunk of logprobs alone becomes a delta of its own.
+                if len(out) > start:
+                    first = out[start]
+                    assert isinstance(first, DeltaMessage)
+                    out[start] = DeltaMessage(
+                        content=first.content, reasoning_content=first.reasoning_content,
+                        tool_calls=first.tool_calls, logprobs=lp,
+                    )
+                else:
+                    out.append(DeltaMessage(logprobs=lp))
             reason = choice.finish_reason
             if reason is not None:
                 if reason in ("abort", "error"):

@@ -242,11 +242,11 @@ class ChatCompletionsFramer:
                 )
                 for tc in delta.tool_calls
             ]
-        if delta.content is None and delta.reasoning_content is None and calls is None:
-            return []
+        logprobs = {"content": delta.logprobs} if self._logprobs and delta.logprobs is not None else None
+        if delta.content is None and delta.reasoning_content is None and calls is None and logprobs is None:
+            return []  # (logprobs alone, e.g. of tokens that showed nothing, still make a chunk)
         kwargs: dict[str, Any] = {"content": delta.content, "tool_calls": calls}
         kwargs[self._reasoning_key] = delta.reasoning_content
-        logprobs = {"content": delta.logprobs} if self._logprobs and delta.logprobs is not None else None
         return [self._chunk(self._delta_cls(**kwargs), logprobs=logprobs)]
 
     def finish(self, usage: Usage | None = None) -> list[WireEvent]:

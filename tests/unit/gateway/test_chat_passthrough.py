@@ -438,6 +438,50 @@ async def test_the_server_frames_the_upstreams_deltas_in_every_protocol() -> Non
         assert r.status_code == 502 and "not JSON" in r.json()["error"]["message"]
 
 
+def _lp(token: str, logprob: float) -> dict[str, Any]:
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode()),
+            "top_logprobs": [{"token": token, "logprob": logprob, "bytes": list(token.encode())}]}
+
+
+@pytest.mark.anyio
+async def test_a_chat_clients_logprobs_are_asked_of_the_upstream_and_passed_on() -> None:
+    body = sse(
+        chunk({"role": "assistant", "content": ""}),
+        {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "Hel"},
+                                                          "logprobs": {"content": [_lp("Hel", -0.5)]}}]},
+        {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "lo"},
+                                                          "logprobs": {"content": [_lp("lo", -0.25)]}}]},
+        {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {},
+                                                          "logprobs": {"content": [_lp("!", -1.0)]}}]},
+        chunk(finish="stop"),
+        "[DONE]",
+    )
+    eng, script, client = passthrough_engine(body)
+    app = create_app(eng)
+    async with client, httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as http:
+        ask = {"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": True, "top_logprobs": 1}
+        r = await http.post("/v1/chat/completions", json={**ask, "stream": True})
+        assert r.status_code == 200, r.text
+        assert script.seen[-1]["logprobs"] is True and script.seen[-1]["top_logprobs"] == 1
+        chunks = [json.loads(line[6:]) for line in r.text.splitlines()
+                  if line.startswith("data: ") and line != "data: [DONE]"]
+        got = [(c["choices"][0]["delta"].get("content"), [t["token"] for t in c["choices"][0]["logprobs"]["content"]])
+               for c in chunks if c["choices"] and c["choices"][0].get("logprobs")]
+        assert got == [("Hel", ["Hel"]), ("lo", ["lo"]), (None, ["!"])]
+        assert chunks[1]["choices"][0]["logprobs"]["content"][0]["logprob"] == -0.5
+        # Not asked: nothing is asked of the upstream and nothing is written.
+        r = await http.post("/v1/chat/completions", json={k: v for k, v in ask.items() if "logprobs" not in k}
+                            | {"stream": True})
+        assert "logprobs" not in script.seen[-1] and "top_logprobs" not in script.seen[-1]
+        assert all(not c["choices"] or not c["choices"][0].get("logprobs")
+                   for c in (json.loads(line[6:]) for line in r.text.splitlines()
+                             if line.startswith("data: ") and line != "data: [DONE]"))
+        # Another API has no place for them: not asked.
+        r = await http.post("/v1/messages", json={"model": "m", "max_tokens": 9, "logprobs": True,
+                                                  "messages": [{"role": "user", "content": "x"}]})
+        assert r.status_code == 200 and "logprobs" not in script.seen[-1]
+
+
 @pytest.mark.anyio
 async def test_the_idle_guard_applies_to_the_passthrough() -> None:
     class Silent:
