@@ -12,35 +12,19 @@ samples inside it, and what the SDK receives must be one call whose arguments va
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
+from gateway_support import CHAT_TOOLS, SCHEMA, gateway_on, valid
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "server"))
-from conftest_server import start_server  # noqa: E402
-
-from deltaflow.gateway.config import ModelConfig, build_engine  # noqa: E402
-from deltaflow.server import create_app  # noqa: E402
+from deltaflow.gateway.config import ModelConfig
 
 pytestmark = [pytest.mark.shared, pytest.mark.engine]
 
 openai = pytest.importorskip("openai", reason="the openai SDK is not installed (pip install -e '.[test]')")
 anthropic = pytest.importorskip("anthropic", reason="the anthropic SDK is not installed (pip install -e '.[test]')")
-
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string", "maxLength": 12},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-    },
-    "required": ["city", "unit"],
-    "additionalProperties": False,
-}
-CHAT_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": SCHEMA}}]
 
 # family (a key of gguf_models.FAMILIES) -> (tokenizer folder in ../shared/tokenizers, tool parser, reasoning parser,
 # the marker texts a client must never see in content, the chat template file in ../shared/templates or None for
@@ -58,15 +42,6 @@ FAMILIES = {
 # test_llamacpp_engine.py.
 
 
-def valid(args: dict[str, Any]) -> bool:
-    return (
-        set(args) == {"city", "unit"}
-        and isinstance(args["city"], str)
-        and len(args["city"]) <= 12
-        and args["unit"] in ("celsius", "fahrenheit")
-    )
-
-
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def family(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -77,7 +52,7 @@ def gateway(shared: Path, llamacpp_server: Any, family: str) -> Iterator[str]:
     """deltaflow in front of the family's llama.cpp server; yields the gateway's base URL."""
     folder, tool_parser, reasoning_parser, _, template = FAMILIES[family]
     server = llamacpp_server(family)
-    config = ModelConfig(
+    with gateway_on(ModelConfig(
         name="tiny",
         upstream=server.base_url,
         upstream_kind="llamacpp",
@@ -87,14 +62,8 @@ def gateway(shared: Path, llamacpp_server: Any, family: str) -> Iterator[str]:
         reasoning_parser=reasoning_parser,
         context_length=4096,
         max_tokens=256,
-    )
-    engine = anyio.run(build_engine, [config])
-    uv, thread, base = start_server(create_app(engine, heartbeat=5.0), lifespan="on")
-    try:
+    )) as base:
         yield base
-    finally:
-        uv.should_exit = True
-        thread.join(10)
 
 
 @pytest.fixture(scope="module")

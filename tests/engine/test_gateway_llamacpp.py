@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from gateway_support import CHAT_TOOLS, SCHEMA, gateway_on, valid
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "server"))
 from conftest_server import start_server  # noqa: E402
@@ -31,32 +32,13 @@ pytestmark = [pytest.mark.shared, pytest.mark.engine]
 openai = pytest.importorskip("openai", reason="the openai SDK is not installed (pip install -e '.[test]')")
 anthropic = pytest.importorskip("anthropic", reason="the anthropic SDK is not installed (pip install -e '.[test]')")
 
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string", "maxLength": 12},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-    },
-    "required": ["city", "unit"],
-    "additionalProperties": False,
-}
-CHAT_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": SCHEMA}}]
 OFF = {"chat_template_kwargs": {"enable_thinking": False}}
-
-
-def valid(args: dict[str, Any]) -> bool:
-    return (
-        set(args) == {"city", "unit"}
-        and isinstance(args["city"], str)
-        and len(args["city"]) <= 12
-        and args["unit"] in ("celsius", "fahrenheit")
-    )
 
 
 @pytest.fixture(scope="module")
 def gateway(shared: Path, llamacpp_qwen3: Any) -> Iterator[str]:
     """deltaflow in front of the Qwen3 llama.cpp server; yields the gateway's base URL."""
-    config = ModelConfig(
+    with gateway_on(ModelConfig(
         name="qwen3-tiny",
         upstream=llamacpp_qwen3.base_url,
         upstream_kind="llamacpp",
@@ -65,14 +47,8 @@ def gateway(shared: Path, llamacpp_qwen3: Any) -> Iterator[str]:
         reasoning_parser="qwen3",
         context_length=4096,
         max_tokens=256,
-    )
-    engine = anyio.run(build_engine, [config])
-    server, thread, base = start_server(create_app(engine, heartbeat=5.0), lifespan="on")
-    try:
+    )) as base:
         yield base
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 @pytest.fixture(scope="module")

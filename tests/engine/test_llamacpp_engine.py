@@ -53,6 +53,7 @@ pytest.importorskip("gguf", reason="the llama.cpp engine tests need gguf==0.19.0
 httpx = pytest.importorskip("httpx", reason="the llama.cpp engine tests talk to the server with httpx")
 tokenizers = pytest.importorskip("tokenizers", reason="the llama.cpp engine tests compare ids with HF tokenizers")
 
+from gateway_support import SCHEMA  # noqa: E402
 from llamacpp import LlamaCppServer, LlamaCppServerError  # noqa: E402
 
 from deltaflow import parse_complete, prepare_request  # noqa: E402
@@ -101,15 +102,7 @@ HARMONY_PROMPTS = (
 SEEDS = (1, 2, 3)
 N_PREDICT = 256
 
-WEATHER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "city": {"type": "string", "maxLength": 12},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-    },
-    "required": ["city", "unit"],
-    "additionalProperties": False,
-}
+WEATHER_SCHEMA = SCHEMA  # bounded: a random model under its constraint finishes a call quickly
 TOOLS = [
     {
         "type": "function",
