@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gguf_models import FAMILIES, write_tiny_gguf
@@ -161,3 +162,20 @@ def tiny_gguf(llamacpp_server: Engines) -> Callable[[str], Path]:
 def llamacpp_qwen3(llamacpp_server: Engines) -> LlamaCppServer:
     """The Qwen3 tiny model's server (the gateway's reference engine in these tests)."""
     return llamacpp_server("qwen3")
+
+
+@pytest.fixture(scope="module")
+def oai(gateway: str) -> Iterator[Any]:
+    """The openai SDK's client on the module's ``gateway`` (its base URL), closed with its connections after it."""
+    openai = pytest.importorskip("openai", reason="the openai SDK is not installed (pip install -e '.[test]')")
+    with openai.OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def claude(gateway: str) -> Iterator[Any]:
+    """The anthropic SDK's client on the module's ``gateway``, closed after the module."""
+    anthropic = pytest.importorskip("anthropic",
+                                    reason="the anthropic SDK is not installed (pip install -e '.[test]')")
+    with anthropic.Anthropic(base_url=gateway, api_key="unused", max_retries=0) as client:
+        yield client

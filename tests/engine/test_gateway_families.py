@@ -66,18 +66,6 @@ def gateway(shared: Path, llamacpp_server: Any, family: str) -> Iterator[str]:
         yield base
 
 
-@pytest.fixture(scope="module")
-def oai(gateway: str) -> Iterator[Any]:
-    with openai.OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def claude(gateway: str) -> Iterator[Any]:
-    with anthropic.Anthropic(base_url=gateway, api_key="unused", max_retries=0) as client:
-        yield client
-
-
 def test_chat_forced_call_not_streamed(oai: Any, family: str) -> None:
     markers = FAMILIES[family][3]
     done = oai.chat.completions.create(

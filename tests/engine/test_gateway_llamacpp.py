@@ -51,20 +51,6 @@ def gateway(shared: Path, llamacpp_qwen3: Any) -> Iterator[str]:
         yield base
 
 
-@pytest.fixture(scope="module")
-def oai(gateway: str) -> Iterator[Any]:
-    """The openai SDK's client on the gateway, closed (with its pooled connections) after the module."""
-    with openai.OpenAI(base_url=f"{gateway}/v1", api_key="unused", max_retries=0) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def claude(gateway: str) -> Iterator[Any]:
-    """The anthropic SDK's client on the gateway, closed after the module."""
-    with anthropic.Anthropic(base_url=gateway, api_key="unused", max_retries=0) as client:
-        yield client
-
-
 def test_chat_completions_forced_call_streamed_and_not(oai: Any) -> None:
     client = oai
     messages = [{"role": "user", "content": "What is the weather in Paris?"}]
