@@ -495,6 +495,7 @@ class GatewayEngine:
         started = last = time.perf_counter()
         first = True
         source = upstream.chat(plan.chat_request)
+        del request, plan, upstream  # not needed while the answer streams (see generate)
         try:
             async for item in source:
                 if isinstance(item, Usage):
@@ -549,6 +550,9 @@ class GatewayEngine:
         started = last = time.perf_counter()
         first = True
         source = plan.model.upstream.generate(plan.upstream_request)
+        # The upstream's body is built: the plan (the conversation, the rendered prompt and its token
+        # ids) is not needed while the answer streams, so this generator does not keep it alive.
+        del request, plan
         try:
             async for chunk in source:
                 text = chunk.text or ""

@@ -484,6 +484,10 @@ class _Prepared(msgspec.Struct, kw_only=True):
     """Responses: what to store when the response completes (None: ``store`` is false, or another protocol)."""
 
 
+def _opened_already() -> AbstractAsyncContextManager[DeltaStream]:
+    raise RuntimeError("this response's stream was already opened")
+
+
 class _StoringFramer:
     """A :class:`ResponsesFramer` whose final events go out only once the response is stored.
 
@@ -513,7 +517,8 @@ class _StoringFramer:
     @contextlib.asynccontextmanager
     async def open_stream(self) -> AsyncIterator[DeltaStream]:
         """The pipeline; on a clean end, finish and store (see the class docstring)."""
-        async with self._open() as deltas:
+        opened, self._open = self._open(), _opened_already  # the opener (the planned request) is let go
+        async with opened as deltas:
             yield deltas
         self._last = self._inner.finish(deltas.usage)
         await self._save(self._inner.response())
@@ -941,8 +946,12 @@ class DeltaflowApp:
         if p.stored is None or not isinstance(framer, ResponsesFramer):
             return open_stream, framer
 
+        # What the save needs (the draft and the model), without the plan and the body: they are not
+        # kept alive while the response streams.
+        kept = msgspec.structs.replace(p, body={}, plan=None)
+
         async def save(response: dict[str, Any]) -> None:
-            await self.save(p, response)
+            await self.save(kept, response)
 
         storing = _StoringFramer(framer, open_stream, save)
         return storing.open_stream, storing

@@ -92,7 +92,11 @@ async def run_framed(
     """
     await emit(framer.start())
     try:
-        async with open_stream() as deltas:
+        opened = open_stream()
+        # The opener (and the request it closes over: a planned prompt, its token ids, the body) is not
+        # needed once the stream is open; an open stream must not keep it alive.
+        del open_stream
+        async with opened as deltas:
             feed = framer.feed
             async for delta in deltas:
                 events = feed(delta)
@@ -222,11 +226,20 @@ class SSEResponse:
         heartbeat: float | None = 15.0,
         headers: dict[str, str] | None = None,
     ) -> None:
-        self._open = open_stream
+        self._open: OpenStream | None = open_stream
         self._framer = framer
         self._done = done_marker
         self._heartbeat = heartbeat
         self._headers = headers or {}
+
+    def _take_opener(self) -> OpenStream:
+        """The opener, handed over once: a response streams once, and nothing the opener closes over (a
+        planned request: its prompt, token ids, body) stays alive while the stream is open (see
+        :func:`run_framed`)."""
+        open_stream, self._open = self._open, None
+        if open_stream is None:
+            raise RuntimeError("an SSEResponse can be sent only once")
+        return open_stream
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]) -> None:
         headers = [
@@ -234,6 +247,8 @@ class SSEResponse:
             (b"cache-control", b"no-cache"),
             (b"x-accel-buffering", b"no"),
         ] + [(k.lower().encode(), v.encode()) for k, v in self._headers.items()]
+        if self._open is None:
+            raise RuntimeError("an SSEResponse can be sent only once")
         encode = SSEEncoder().encode
         writer = _BodyWriter(send)
 
@@ -255,7 +270,7 @@ class SSEResponse:
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
                 if self._heartbeat is not None:
                     tg.start_soon(writer.heartbeat, self._heartbeat)
-                await run_framed(self._open, self._framer, emit)
+                await run_framed(self._take_opener(), self._framer, emit)
                 await writer.write(DONE if self._done else b"", more=False)
             except OSError:  # the socket went away
                 pass

@@ -96,3 +96,37 @@ async def test_a_disconnect_closes_the_engine_and_ends_the_response() -> None:
         sent = await _run(SSEResponse(opener, ChatCompletionsFramer("m"), heartbeat=None), disconnect_after=0.1)
     assert closed.is_set()
     assert not any(m.get("more_body") is False for m in sent)  # the body never got its end: the client left
+
+
+async def test_an_open_stream_does_not_keep_its_opener_alive() -> None:
+    """What the opener closes over (a planned request: prompt, token ids, body) is let go once the stream is open."""
+    import gc
+    import weakref
+
+    class Planned:
+        pass
+
+    planned = Planned()
+    gone_while_open: list[bool] = []
+    ref = weakref.ref(planned)
+
+    async def engine() -> AsyncIterator[str]:
+        yield "first"
+        gc.collect()
+        gone_while_open.append(ref() is None)
+        yield " second"
+
+    def make_opener(plan: Planned) -> Any:
+        def opener() -> Any:
+            assert plan is not None
+            return deltaflow.stream(engine(), prefetch=0)
+
+        return opener
+
+    response = SSEResponse(make_opener(planned), ChatCompletionsFramer("m"), done_marker=True, heartbeat=None)
+    del planned
+    sent = await _run(response)
+    assert gone_while_open == [True]
+    assert _bodies(sent)[-1] == b"data: [DONE]\n\n"
+    with pytest.raises(RuntimeError):
+        await _run(response)  # a response streams once
