@@ -30,6 +30,8 @@ from hypothesis import strategies as st
 from deltaflow import accumulate, parse_complete
 from deltaflow.parsers.dialects.granite import GRANITE_END, GRANITE_START
 from deltaflow.parsers.drivers.gemma4 import GEMMA4_CLOSE, GEMMA4_OPEN, GEMMA4_QUOTE
+from deltaflow.parsers.registry import get_reasoning_dialect
+from deltaflow.stages.reasoning import _NEWLINE_RUN_MAX
 from deltaflow.testing import feed_chunks, message_key
 
 from .strategies import chunkings
@@ -75,7 +77,13 @@ def test_think_outputs(name: str, reasoning: str, content: str, opener: bool, cl
     """<think> protocols: any chunking rebuilds the complete parse, which gives back reasoning and content."""
     text = ("<think>" if opener else "") + reasoning + ("</think>" + content if closed else "")
     m = check(text, data.draw(chunkings(text)), reasoning_parser=name, enable_thinking=True)
-    assert (m.reasoning_content or "", m.content or "") == (reasoning, content if closed else "")
+    shown = reasoning
+    if closed and get_reasoning_dialect(name).reasoning_rstrip_newlines:
+        # Step-3.5's template writes newlines before </think>: a run of at most 256 of them is framing.
+        kept = reasoning.rstrip("\n")
+        if len(reasoning) - len(kept) <= _NEWLINE_RUN_MAX:
+            shown = kept
+    assert (m.reasoning_content or "", m.content or "") == (shown, content if closed else "")
 
 
 @given(_TEXT, _TEXT, st.booleans(), st.data())
