@@ -251,6 +251,31 @@ class JsonEnvelopeDriver(DriverBase):
             ef = consumed
         self._emit_from = self._raw_from = ef
 
+    def _args_step(self, text: str, pos: int, out: list[object], final: bool) -> tuple[int, bool]:
+        """Scan the arguments object from ``pos``: where it stopped, and whether the machine goes on
+        there (the object closed: the state is ``_AFTER``; otherwise the text is used up or the
+        call was malformed)."""
+        scan = self._scan
+        consumed, safe = scan.scan(text, pos, final)
+        state = scan.state
+        if state < _SCAN_DONE and safe == consumed and self._emit_from == pos and not self._pending:
+            # All of it is safe and nothing was pending (_flush_args' common case, inlined: the
+            # steady state of a long argument): emit it, hold nothing.
+            if consumed > pos:
+                frag = text[pos:consumed]
+                out.append(ToolDelta(call=self.call, channel=self._channel, args=frag, raw=frag))
+            self._emit_from = self._raw_from = consumed
+            return consumed, False
+        if state == _SCAN_ERROR:
+            self._flush_args(out, safe, max(safe, self._emit_from))
+            return self._malformed(out, scan.error_pos), False
+        self._flush_args(out, safe, consumed)
+        if state < _SCAN_DONE:
+            return consumed, False
+        self._args_done = True
+        self._state = _AFTER
+        return consumed, True
+
     # -- the machine ----------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
         """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""
@@ -261,28 +286,9 @@ class JsonEnvelopeDriver(DriverBase):
         self._blank_end = -1
         if self._state == _ARGS:
             # The arguments object is being streamed (the steady state of a long call): its step
-            # of the machine first, without the dispatch over every other state.
-            scan = self._scan
-            pos, safe = scan.scan(text, start, final)
-            if scan.state < _SCAN_DONE:  # the object goes on
-                if safe == pos and not final and not self._pending:
-                    # All of it is safe and nothing was pending (_flush_args' common case, and the
-                    # end of this method's when the block goes on): emit it, hold nothing.
-                    if pos > start:
-                        frag = text[start:pos]
-                        out.append(ToolDelta(call=self.call, channel=self._channel, args=frag, raw=frag))
-                    self._emit_from = self._raw_from = pos
-                    self._blank_run = 0
-                    self._text = ""
-                    return pos
-                self._flush_args(out, safe, pos)
-            elif scan.state == _SCAN_ERROR:
-                self._flush_args(out, safe, max(safe, start))
-                pos = self._malformed(out, scan.error_pos)
-            else:
-                self._flush_args(out, safe, pos)
-                self._args_done = True
-                self._state = _AFTER
+            # first, without the machine's dispatch over every other state.
+            pos, goes_on = self._args_step(text, start, out, final)
+            if goes_on:
                 pos = self._run(text, pos, out, final)
         else:
             pos = self._run(text, start, out, final)
@@ -453,16 +459,9 @@ class JsonEnvelopeDriver(DriverBase):
                 else:
                     return self._malformed(out, pos)
             elif st == _ARGS:
-                consumed, safe = self._scan.scan(text, pos, final)
-                if self._scan.error:
-                    self._flush_args(out, safe, max(safe, self._emit_from))
-                    return self._malformed(out, self._scan.error_pos)
-                self._flush_args(out, safe, consumed)
-                pos = consumed
-                if not self._scan.done:
+                pos, goes_on = self._args_step(text, pos, out, final)
+                if not goes_on:
                     return pos
-                self._args_done = True
-                self._state = _AFTER
             elif st == _SKIP:
                 pos, _ = self._scan.scan(text, pos, final)
                 if self._scan.error:
