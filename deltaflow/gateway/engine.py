@@ -202,6 +202,10 @@ class GatewayEngine:
         ValueError: two models share a name, none is given, or a reasoning policy is unknown.
     """
 
+    #: The server reads this engine's output in a task of its own and parses and writes each burst of
+    #: upstream events (what one socket read brought) at once (see ``create_app(coalesce=...)``).
+    coalesce = True
+
     def __init__(
         self,
         models: Sequence[GatewayModel],

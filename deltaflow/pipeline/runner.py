@@ -42,6 +42,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream as ObjectReceiveStrea
 from anyio.streams.memory import MemoryObjectSendStream as ObjectSendStream
 
 from ..errors import StageError
+from ..items import TokenChunk
 from ..messages import DeltaMessage
 from ..stages.assembler import DeltaAssembler, Usage
 from ..stages.detokenize import Detokenizer
@@ -115,6 +116,20 @@ class DeltaStream:
         """Receive the next delta (raises ``anyio.EndOfStream`` at the end)."""
         return await self._receive.receive()
 
+    def take_ready(self) -> list[DeltaMessage]:
+        """The deltas that are ready now, without waiting (possibly none), in order.
+
+        A writer that takes them after each delta it awaited sends everything
+        the pipeline has produced as one write (see :func:`~deltaflow.sinks.sse.run_framed`).
+        """
+        out: list[DeltaMessage] = []
+        receive_nowait = self._receive.receive_nowait
+        while True:
+            try:
+                out.append(receive_nowait())
+            except (anyio.WouldBlock, anyio.EndOfStream):
+                return out
+
     async def aclose(self) -> None:
         """Stop reading (the pipeline is cancelled when its ``async with`` exits)."""
         await self._receive.aclose()
@@ -132,9 +147,16 @@ class _InlineDeltaStream(DeltaStream):
     delta that is not ready (backpressure by construction).
     """
 
-    __slots__ = ("_chain", "_text_path", "_it", "_ready", "_at", "_ended", "_diagnosed")
+    __slots__ = ("_chain", "_text_path", "_it", "_ready", "_at", "_ended", "_diagnosed", "_backlog")
 
-    def __init__(self, chain: SyncChain, source: AsyncIterable[Any], usage: Usage, stream_id: str) -> None:
+    def __init__(
+        self,
+        chain: SyncChain,
+        source: AsyncIterable[Any],
+        usage: Usage,
+        stream_id: str,
+        backlog: _Backlog | None = None,
+    ) -> None:
         self.usage = usage
         self.stream_id = stream_id
         self._chain = chain
@@ -150,7 +172,9 @@ class _InlineDeltaStream(DeltaStream):
             and all(type(s).__module__.startswith("deltaflow.") for s in st[1:-1])
         ):
             self._text_path = (SyncChain(st[1:-1]), st[-1])
-        self._it: Any = source.__aiter__()
+        # With a backlog (coalescing), a pump task owns the source: this stream takes what it read.
+        self._backlog = backlog
+        self._it: Any = source.__aiter__() if backlog is None else None
         self._ready: list[Any] = []
         self._at = 0
         self._ended = False
@@ -164,14 +188,31 @@ class _InlineDeltaStream(DeltaStream):
             if self._ended:
                 raise StopAsyncIteration
             chain = self._chain
+            backlog = self._backlog
             try:
-                raw = await self._it.__anext__()
+                if backlog is None:
+                    raw = await self._it.__anext__()
+                else:
+                    raw = await backlog.take()
             except StopAsyncIteration:
                 self._ended = True
                 ready = chain.finish()
             except Exception as exc:
                 raise StageError("source", f"the source raised {exc!r}") from exc
             else:
+                if raw.__class__ is list and backlog is not None:  # several chunks that do not merge
+                    self._text_path = None
+                    try:
+                        raw = [to_chunk(r) for r in raw]
+                    except TypeError as exc:
+                        raise StageError("source", str(exc)) from exc
+                    ready = chain.run(raw)
+                    for st in self._diagnosed:
+                        if st.diagnostics:
+                            _diagnose(chain)
+                            break
+                    self._ready, self._at = ready, 0
+                    continue
                 text_path = self._text_path
                 if raw.__class__ is str and text_path is not None and text_path[1].idle:
                     items = text_path[0].run([raw]) if raw else []
@@ -201,15 +242,164 @@ class _InlineDeltaStream(DeltaStream):
         except StopAsyncIteration:
             raise anyio.EndOfStream from None
 
+    def take_ready(self) -> list[DeltaMessage]:
+        """The rest of the deltas of the chunk the chain ran last (what is ready without waiting)."""
+        ready, at = self._ready, self._at
+        if at >= len(ready):
+            return []
+        self._at = len(ready)
+        return ready[at:] if at else ready
+
     async def aclose(self) -> None:
-        """Stop reading and close the source."""
+        """Stop reading and close the source (with a backlog, its pump task closes it)."""
         self._ended = True
         self._ready, self._at = [], 0
-        await _aclose(self._it)
+        if self._it is not None:
+            await _aclose(self._it)
 
     def statistics(self) -> Any:
         """None: an inline chain has no consumer edge."""
         return None
+
+
+class _Backlog:
+    """What a pump task (:func:`_fill`) read from the source and the consumer has not taken yet.
+
+    The pump appends without waiting until ``limit`` items wait; the consumer
+    takes everything at once (:meth:`take`), merged into one chunk where the
+    chunks allow (:func:`merge_chunks`). A task reading an HTTP response takes
+    every event of one socket read before it waits again, so under load one
+    step of the consumer parses, frames and writes what came in one read.
+    """
+
+    __slots__ = ("_items", "_limit", "_done", "_error", "_wake", "_room")
+
+    def __init__(self, limit: int) -> None:
+        self._items: list[Any] = []
+        self._limit = limit
+        self._done = False
+        self._error: Exception | None = None
+        self._wake: anyio.Event | None = None  # set when the consumer waits for items
+        self._room: anyio.Event | None = None  # set when the pump waits for room
+
+    async def put(self, item: Any) -> None:
+        """Add an item (the pump; waits only while ``limit`` items wait)."""
+        items = self._items
+        items.append(item)
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            wake.set()
+        if len(items) >= self._limit:
+            self._room = room = anyio.Event()
+            await room.wait()
+
+    def end(self, error: Exception | None = None) -> None:
+        """The source ended (``error``: it raised that; the consumer raises it after the items before it)."""
+        self._done = True
+        self._error = error
+        wake = self._wake
+        if wake is not None:
+            self._wake = None
+            wake.set()
+
+    async def take(self) -> Any:
+        """Everything waiting, as one item where it merges (else the list), waiting for one if none does.
+
+        Raises:
+            StopAsyncIteration: the source ended and everything was taken.
+            Exception: what the source raised, once everything before it was taken.
+        """
+        items = self._items
+        while not items:
+            if self._done:
+                if self._error is not None:
+                    raise self._error
+                raise StopAsyncIteration
+            self._wake = wake = anyio.Event()
+            await wake.wait()
+            items = self._items
+        self._items = []
+        room = self._room
+        if room is not None:
+            self._room = None
+            room.set()
+        if len(items) == 1:
+            return items[0]
+        merged = merge_chunks(items)
+        return merged[0] if len(merged) == 1 else merged
+
+
+async def _fill(source: AsyncIterable[Any], backlog: _Backlog) -> None:
+    """The coalescing pump: read the source into ``backlog`` until it ends; close it in any case."""
+    it = source.__aiter__()
+    try:
+        while True:
+            try:
+                item = await it.__anext__()
+            except StopAsyncIteration:
+                backlog.end()
+                return
+            except Exception as exc:  # the consumer raises it, as when it reads the source itself
+                backlog.end(exc)
+                return
+            await backlog.put(item)
+    finally:
+        await _aclose(it)
+
+
+def merge_chunks(items: Sequence[Any]) -> list[Any]:
+    """Consecutive source items joined where the result means the same to the pipeline.
+
+    Strings join into one string. :class:`~deltaflow.items.TokenChunk` s (and
+    ids, after :func:`~deltaflow.pipeline.sources.to_chunk`) join while they
+    agree on having text and on having logprobs; a chunk with a finish reason
+    or usage ends a joined run. The parsers give the same output on every
+    chunking, so a merged chunk changes only how many deltas there are.
+
+    Raises:
+        TypeError: an item is not a source item (see :func:`~deltaflow.pipeline.sources.to_chunk`).
+    """
+    if all(it.__class__ is str for it in items):
+        return ["".join(items)]
+    out: list[Any] = []
+    run: list[TokenChunk] = []
+    for it in items:
+        chunk = to_chunk(it)
+        if run and (
+            (chunk.text is None) is not (run[0].text is None)
+            or (chunk.logprobs is None) is not (run[0].logprobs is None)
+        ):
+            out.append(_joined(run))
+            run = []
+        run.append(chunk)
+        if chunk.finish_reason is not None or chunk.usage is not None:
+            out.append(_joined(run))
+            run = []
+    if run:
+        out.append(_joined(run))
+    return out
+
+
+def _joined(run: list[TokenChunk]) -> TokenChunk:
+    if len(run) == 1:
+        return run[0]
+    last = run[-1]
+    ids: list[int] = []
+    for c in run:
+        ids += c.token_ids
+    logprobs: list[object] | None = None
+    if last.logprobs is not None:
+        logprobs = []
+        for c in run:
+            logprobs += c.logprobs or ()
+    return TokenChunk(
+        token_ids=ids,
+        text=None if last.text is None else "".join([c.text or "" for c in run]),
+        logprobs=logprobs,
+        finish_reason=last.finish_reason,
+        usage=last.usage,
+    )
 
 
 class Pipeline:
@@ -226,7 +416,15 @@ class Pipeline:
             this size and the chain coalesces waiting items; 0 reads nothing
             ahead: with only synchronous stages the consumer's task runs the
             chain inline (no task), otherwise the first chain pulls the source.
-        max_batch: the most waiting items one coalesced batch takes.
+        max_batch: the most waiting items one coalesced batch takes (with
+            ``coalesce``: the most chunks the pump reads ahead).
+        coalesce: with ``prefetch=0`` and only synchronous stages: a pump task
+            reads the source, and each time the consumer needs a delta its
+            task takes everything the pump has read since, merged into one
+            chunk (:func:`merge_chunks`), and runs the chain on it. One task
+            more per stream; under load, one parse and one write per burst of
+            chunks instead of one per chunk. Off: the consumer reads the
+            source itself.
     """
 
     def __init__(
@@ -236,6 +434,7 @@ class Pipeline:
         buffer_size: int = 16,
         prefetch: int = 16,
         max_batch: int = 64,
+        coalesce: bool = False,
         log_context: dict[str, Any] | None = None,
     ) -> None:
         if buffer_size < 0 or prefetch < 0 or max_batch < 1:
@@ -246,6 +445,7 @@ class Pipeline:
         self.buffer_size = buffer_size
         self.prefetch = prefetch
         self.max_batch = max_batch
+        self.coalesce = coalesce
         self.log_context = dict(log_context or {})
 
     @classmethod
@@ -279,7 +479,7 @@ class Pipeline:
             model: a model name whose preset gives the parsers not passed explicitly.
             reasoning_starts_open: see :class:`~deltaflow.ResponseParser`.
             tool_calls_in_reasoning: see :class:`~deltaflow.ResponseParser`.
-            **options: ``buffer_size``, ``prefetch``, ``max_batch``.
+            **options: ``buffer_size``, ``prefetch``, ``max_batch``, ``coalesce``.
 
         Raises:
             UnknownParserError, ToolSpecError: as :class:`~deltaflow.ResponseParser`.
@@ -390,14 +590,25 @@ class Pipeline:
                 segments.append([st])
         with structlog.contextvars.bound_contextvars(stream_id=stream_id, **self.log_context):
             if self.prefetch == 0 and len(segments) == 1 and isinstance(segments[0], list):
-                inline = _InlineDeltaStream(SyncChain(segments[0]), source, usage, stream_id)
-                try:
-                    yield inline
-                finally:
-                    await inline.aclose()
-                return
+                if not self.coalesce:
+                    inline = _InlineDeltaStream(SyncChain(segments[0]), source, usage, stream_id)
+                    try:
+                        yield inline
+                    finally:
+                        await inline.aclose()
+                    return
             try:
                 async with anyio.create_task_group() as tg:
+                    if self.prefetch == 0 and len(segments) == 1 and isinstance(segments[0], list):  # coalesce
+                        backlog = _Backlog(self.max_batch)
+                        tg.start_soon(_fill, source, backlog)
+                        inline = _InlineDeltaStream(SyncChain(segments[0]), source, usage, stream_id, backlog)
+                        try:
+                            yield inline
+                        finally:
+                            await inline.aclose()
+                            tg.cancel_scope.cancel()  # the pump closes the source on its way out
+                        return
                     receive: ObjectReceiveStream[Any] | None = None
                     if self.prefetch > 0 or not segments or not isinstance(segments[0], list):
                         send0, receive = anyio.create_memory_object_stream[Any](self.prefetch)
@@ -589,7 +800,7 @@ async def stream(
         model: a model name whose preset gives the parsers not passed explicitly.
         reasoning_starts_open: see :class:`~deltaflow.ResponseParser`.
         tool_calls_in_reasoning: see :class:`~deltaflow.ResponseParser`.
-        **options: ``buffer_size``, ``prefetch``, ``max_batch`` for the default pipeline.
+        **options: ``buffer_size``, ``prefetch``, ``max_batch``, ``coalesce`` for the default pipeline.
 
     Raises:
         StageError: a stage or the source raised; ``__cause__`` is the original.

@@ -157,6 +157,16 @@ class _SeparatorStream(DeltaStream):
         except StopAsyncIteration:
             raise anyio.EndOfStream from None
 
+    def take_ready(self) -> list[DeltaMessage]:
+        """The filtered deltas that are ready now, without waiting (possibly none)."""
+        out, at = self._out, self._at
+        ready = out[at:] if at < len(out) else []
+        self._out, self._at = [], 0
+        feed = self._filter.feed
+        for delta in self._inner.take_ready():
+            ready += feed(delta)
+        return ready
+
     async def aclose(self) -> None:
         """Stop reading (closes the inner stream)."""
         await self._inner.aclose()

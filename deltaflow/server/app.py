@@ -549,9 +549,11 @@ class DeltaflowApp:
         response_store: ResponseStore | None = None,
         unsupported_tools: str = "refuse",
         blank_separators: str = "drop",
+        coalesce: bool = False,
     ) -> None:
         self.engine = engine
         self.blank_separators = blank_separators
+        self.coalesce = coalesce
         self.response_store: ResponseStore = response_store if response_store is not None else MemoryResponseStore()
         self.unsupported_tools = unsupported_tools
         self.signer = signer if signer is not None else ReasoningSigner()
@@ -873,8 +875,9 @@ class DeltaflowApp:
             source: AsyncIterator[Any] = self.engine.generate(request)
             if self.idle_timeout is not None:
                 source = idle_guard(source, self.idle_timeout)
-            # prefetch=0: the response's own task runs the parsers inline (no task, no memory stream
-            # per response); the engine's queue already buffers its output.
+            # prefetch=0: the response's own task runs the parsers inline (no memory stream per
+            # response); the engine's queue already buffers its output. With coalesce, a pump task
+            # reads the engine and each step parses and writes everything read since the last one.
             return self._shown(stream(
                 source,
                 tool_parser=p.tool_parser,
@@ -885,6 +888,7 @@ class DeltaflowApp:
                 tokenizer=p.info.tokenizer,
                 tool_calls_in_reasoning=self.tool_calls_in_reasoning,
                 prefetch=0,
+                coalesce=self.coalesce,
             ))
 
         return open_stream
@@ -1051,6 +1055,10 @@ class _PassthroughStream(DeltaStream):
             return await self.__anext__()
         except StopAsyncIteration:
             raise anyio.EndOfStream from None
+
+    def take_ready(self) -> list[DeltaMessage]:
+        """None: each delta is the engine's own, read when asked for."""
+        return []
 
     async def aclose(self) -> None:
         """Stop reading and close the engine's iterator (the upstream request)."""
@@ -1227,6 +1235,7 @@ def create_app(
     response_store: ResponseStore | None = None,
     unsupported_tools: str = "refuse",
     blank_separators: str = "drop",
+    coalesce: bool | None = None,
 ) -> Starlette:
     """Build the ASGI app.
 
@@ -1285,6 +1294,14 @@ def create_app(
             blanks, and a replayed turn renders as the model wrote it) or
             ``"keep"`` (every character the parser gives; see
             :mod:`deltaflow.pipeline.separators`).
+        coalesce: read the engine's output in a task of its own, and parse,
+            frame and write everything it produced since the last write as
+            one burst (one merged chunk, one socket write): under load the
+            per-token cost becomes a per-burst cost; a lone token goes out
+            as soon as it comes. None (default): on when the engine declares
+            ``coalesce = True`` (the gateway's engine does: its upstream's
+            events come in socket reads), off otherwise (each chunk its own
+            deltas and write).
 
     Returns:
         A Starlette application.
@@ -1328,6 +1345,7 @@ def create_app(
         response_store=response_store,
         unsupported_tools=unsupported_tools,
         blank_separators=blank_separators,
+        coalesce=bool(getattr(eng, "coalesce", False)) if coalesce is None else coalesce,
     )
     use_keys = getattr(eng, "use_keys", None)
     if callable(use_keys):

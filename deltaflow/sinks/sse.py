@@ -98,8 +98,14 @@ async def run_framed(
         del open_stream
         async with opened as deltas:
             feed = framer.feed
+            # Every delta that is ready when one arrives goes into the same emit: one write per burst.
+            take_ready = getattr(deltas, "take_ready", None)
             async for delta in deltas:
                 events = feed(delta)
+                if take_ready is not None and (more := take_ready()):
+                    events = list(events)
+                    for d in more:
+                        events += feed(d)
                 if events:
                     await emit(events)
         last = framer.finish(deltas.usage)

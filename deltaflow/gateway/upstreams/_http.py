@@ -11,9 +11,10 @@ an adapter's :class:`EventDecoder` turns into
   the request to the first event, so it includes the engine's prompt
   processing); idle time between two events. The first-byte limit is an anyio
   deadline around each wait before the first event; the idle limit is one
-  timer per stream that cancels a wait lasting longer (:class:`_IdleWatch`),
-  so a slow socket read and a silent engine are treated alike, and a long
-  stream does not pay for a deadline per event;
+  timer per stream that stops a wait lasting longer (:class:`_IdleWatch`: it
+  shuts the connection's socket down, or cancels the wait's scope), so a slow
+  socket read and a silent engine are treated alike, and a long stream does
+  not pay for a deadline or a scope per event;
 * **one bounded retry** (``retries``, 1 by default), only while nothing has
   reached the caller and only for failures that say nothing about the request
   itself: the connection could not be made (refused, connect timeout), the
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import socket
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -357,36 +359,72 @@ _MAX_DRAIN = 10_000
 
 
 class _IdleWatch:
-    """The idle limit of one stream: each wait for the upstream gets a cancel scope without a deadline,
-    and one timer per stream (re-armed at most once per ``idle`` seconds) cancels the scope of a wait
-    that has lasted ``idle`` seconds.
+    """The idle limit of one stream, with one timer per stream (re-armed at most once per ``idle``
+    seconds) instead of a deadline per event.
 
-    A deadline per wait (``anyio.fail_after``) costs a timer and a backend lookup per event (about a
-    fifth of the gateway's CPU at 100 streams); this costs a plain scope. Only the time spent waiting
-    counts: between :meth:`close` and the next :meth:`open` (the consumer holds the stream) the
-    clock is stopped, and each wait starts a new count. On a loop other than asyncio (trio) each wait
-    gets an anyio deadline instead.
+    Only the time spent waiting counts: between the end of one wait and the
+    start of the next (the consumer holds the stream) the clock is stopped,
+    and each wait starts a new count. How a wait that has lasted ``idle``
+    seconds is stopped:
+
+    * with the response's socket at hand (httpx over httpcore on an asyncio
+      loop, uvloop included): nothing per wait but a clock reading; the timer
+      shuts the socket down, the pending read fails, and :attr:`tripped` tells
+      the reader that the failure is the idle limit. The connection was lost
+      to the timeout anyway;
+    * otherwise (no socket: a custom transport) each wait gets a cancel scope
+      without a deadline, which the timer cancels (:meth:`open`); on a loop
+      other than asyncio (trio) each wait gets an anyio deadline.
+
+    A deadline per wait (``anyio.fail_after``) costs a timer and a backend
+    lookup per event; a scope per wait costs its enter and exit (together
+    about a seventh of the gateway's CPU at 100 streams, measured).
 
     Args:
         idle: the limit (seconds; None: no limit).
+        sock: the response's socket (``network_stream.get_extra_info("socket")``), or None.
     """
 
-    __slots__ = ("_handle", "_idle", "_loop", "_scope", "_scope_type", "_start")
+    __slots__ = ("_handle", "_idle", "_loop", "_scope", "_scope_type", "_start", "_sock", "_waiting", "tripped")
 
-    def __init__(self, idle: float | None) -> None:
+    def __init__(self, idle: float | None, sock: Any = None) -> None:
         self._idle = idle
         self._loop: asyncio.AbstractEventLoop | None = None
         self._scope_type: type[anyio.CancelScope] | None = None
         self._scope: anyio.CancelScope | None = None
         self._handle: asyncio.TimerHandle | None = None
         self._start = 0.0
+        self._waiting = False
+        self._sock: Any = None
+        self.tripped = False
+        if idle is not None and sock is not None and hasattr(sock, "fileno"):
+            try:
+                self._loop = asyncio.get_running_loop()
+                self._sock = sock
+            except RuntimeError:  # not asyncio
+                pass
+
+    @property
+    def scopeless(self) -> bool:
+        """Waits need no scope: call :meth:`enter` before each and :meth:`close` after it."""
+        return self._sock is not None or self._idle is None
+
+    def enter(self) -> None:
+        """A wait starts (scopeless mode)."""
+        loop = self._loop
+        if loop is None:
+            return  # no limit
+        self._start = now = loop.time()
+        self._waiting = True
+        if self._handle is None:
+            self._handle = loop.call_at(now + self._idle, self._check)  # type: ignore[operator]
 
     def open(self) -> anyio.CancelScope:
         """The scope of the next wait (enter it at once; call :meth:`close` after it)."""
         cls = self._scope_type
         if cls is None:
             cls = self._scope_type = type(anyio.CancelScope())  # the running backend's scope class
-            if self._idle is not None:
+            if self._idle is not None and self._loop is None:
                 try:
                     self._loop = asyncio.get_running_loop()
                 except RuntimeError:  # not asyncio (trio): an anyio deadline per wait
@@ -399,31 +437,60 @@ class _IdleWatch:
             return cls(deadline=anyio.current_time() + idle)
         scope = self._scope = cls()
         self._start = now = loop.time()
+        self._waiting = True
         if self._handle is None:
             self._handle = loop.call_at(now + idle, self._check)
         return scope
 
     def close(self) -> None:
-        """The wait ended (the scope was left)."""
+        """The wait ended."""
         self._scope = None
+        self._waiting = False
 
     def cancel(self) -> None:
         """The stream ended: drop the timer."""
         self._scope = None
+        self._waiting = False
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
 
     def _check(self) -> None:
         self._handle = None
-        scope, loop, idle = self._scope, self._loop, self._idle
-        if scope is None or loop is None or idle is None:
-            return  # not waiting: the next open() arms a new timer
+        loop, idle = self._loop, self._idle
+        if not self._waiting or loop is None or idle is None:
+            return  # not waiting: the next wait arms a new timer
         due = self._start + idle
-        if loop.time() >= due:
-            scope.cancel()
-        else:
+        if loop.time() < due:
             self._handle = loop.call_at(due, self._check)
+        elif self._scope is not None:
+            self._scope.cancel()
+        elif self._sock is not None:
+            self.tripped = True
+            self._abort()
+
+    def _abort(self) -> None:
+        """Shut the response's socket down: the pending read sees the connection end."""
+        try:
+            # A duplicate of the descriptor: the loop's own socket object may refuse shutdown()
+            # (uvloop's), and shutting a socket down acts on the connection, whichever descriptor.
+            sock = self._sock
+            with socket.fromfd(sock.fileno(), getattr(sock, "family", socket.AF_INET), socket.SOCK_STREAM) as dup:
+                dup.shutdown(socket.SHUT_RDWR)
+        except OSError:  # already closed: the read ends by itself
+            pass
+
+
+def _socket_of(response: httpx.Response) -> Any:
+    """The response connection's socket (httpcore's ``network_stream``), or None (another transport)."""
+    stream = response.extensions.get("network_stream")
+    get = getattr(stream, "get_extra_info", None)
+    if get is None:
+        return None
+    try:
+        return get("socket")
+    except Exception:  # noqa: BLE001 - a transport without the info: the scope per wait instead
+        return None
 
 
 class HttpUpstream:
@@ -643,21 +710,30 @@ class HttpUpstream:
                     reader: _Reader[Any] = _Reader(
                         response.aiter_lines() if ndjson else httpx_sse.EventSource(response).aiter_sse()
                     )
-                    watch = _IdleWatch(t.idle)
+                    watch = _IdleWatch(t.idle, _socket_of(response))
+                    scopeless = watch.scopeless
+                    scope: anyio.CancelScope | None = None
                     try:
                         while True:
                             # Until the first event, one scope with the first-byte deadline per wait
-                            # (a couple per stream); then the idle watch: a deadline-free scope per
-                            # wait and one timer per stream (see _IdleWatch). Only the wait is inside
-                            # the scope: the chunks are yielded outside it.
-                            scope = watch.open() if got_event else anyio.CancelScope(
-                                deadline=math.inf if deadline is None else deadline)
+                            # (a couple per stream); then the idle watch (see _IdleWatch): no scope
+                            # at all where it can shut the socket down, else a deadline-free scope per
+                            # wait. Only the wait is inside a scope: the chunks are yielded outside it.
                             try:
-                                with scope:
+                                if got_event and scopeless:
+                                    watch.enter()
                                     data = await self._next_event(reader, ndjson)
+                                else:
+                                    scope = watch.open() if got_event else anyio.CancelScope(
+                                        deadline=math.inf if deadline is None else deadline)
+                                    with scope:
+                                        data = await self._next_event(reader, ndjson)
                             except httpx.TransportError as exc:
                                 if decoder.done:
                                     break
+                                if watch.tripped:
+                                    raise _StreamFault("timeout", f"the upstream engine sent nothing for"
+                                                       f" {t.idle:g} s") from exc
                                 fault = self._transport_fault(exc, answered=True)
                                 fault.retryable = fault.retryable or (fault.kind == "closed" and not got_event)
                                 raise fault from exc
@@ -666,7 +742,7 @@ class HttpUpstream:
                                                    ) from exc
                             finally:
                                 watch.close()
-                            if scope.cancelled_caught:
+                            if scope is not None and scope.cancelled_caught:
                                 if decoder.done:
                                     break
                                 if got_event:
@@ -675,7 +751,11 @@ class HttpUpstream:
                                     msg = f"the upstream engine sent no event within {t.first_byte:g} s"
                                 raise _StreamFault("timeout", msg)
                             if data is None:
+                                if watch.tripped and not decoder.done:  # a read-until-close body ended
+                                    raise _StreamFault("timeout", f"the upstream engine sent nothing for"
+                                                       f" {t.idle:g} s")
                                 break
+                            scope = None
                             got_event = True
                             for chunk in decoder.feed(data):
                                 yielded = True
