@@ -73,6 +73,10 @@ class TokenChunk(msgspec.Struct, frozen=True, kw_only=True, tag=True):
         logprobs: engine logprobs for these tokens (passed through untouched).
         finish_reason: set on the engine's last chunk (``"stop"``, ``"length"``, ...).
         usage: token counts the engine reports (typically on its last chunk), or None.
+        token_chars: with ``text``: the characters of it each token added, when
+            known without a tokenizer (a chunk merged from one-token chunks,
+            :func:`~deltaflow.pipeline.runner.merge_chunks`); the reasoning-token
+            count uses it. None: unknown (or decoded with the tokenizer).
     """
 
     token_ids: list[int] = msgspec.field(default_factory=list)
@@ -80,6 +84,7 @@ class TokenChunk(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     logprobs: list[object] | None = None
     finish_reason: str | None = None
     usage: EngineUsage | None = None
+    token_chars: list[int] | None = None
 
 
 class ChunkEnd(msgspec.Struct, frozen=True, kw_only=True, tag=True):

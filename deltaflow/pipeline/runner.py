@@ -147,7 +147,7 @@ class _InlineDeltaStream(DeltaStream):
     delta that is not ready (backpressure by construction).
     """
 
-    __slots__ = ("_chain", "_text_path", "_it", "_ready", "_at", "_ended", "_diagnosed", "_backlog")
+    __slots__ = ("_chain", "_text_path", "_it", "_ready", "_at", "_ended", "_diagnosed", "_backlog", "_fault")
 
     def __init__(
         self,
@@ -174,6 +174,7 @@ class _InlineDeltaStream(DeltaStream):
             self._text_path = (SyncChain(st[1:-1]), st[-1])
         # With a backlog (coalescing), a pump task owns the source: this stream takes what it read.
         self._backlog = backlog
+        self._fault: StageError | None = None  # a bad source item met while merging, raised next step
         self._it: Any = source.__aiter__() if backlog is None else None
         self._ready: list[Any] = []
         self._at = 0
@@ -189,24 +190,29 @@ class _InlineDeltaStream(DeltaStream):
                 raise StopAsyncIteration
             chain = self._chain
             backlog = self._backlog
+            several: list[Any] | None = None
+            if self._fault is not None:
+                raise self._fault
             try:
                 if backlog is None:
                     raw = await self._it.__anext__()
                 else:
-                    raw = await backlog.take()
+                    taken = await backlog.take()
+                    if len(taken) == 1:
+                        raw = taken[0]
+                    else:
+                        several = self._merged(taken)
+                        if len(several) == 1:
+                            raw, several = several[0], None
             except StopAsyncIteration:
                 self._ended = True
                 ready = chain.finish()
             except Exception as exc:
                 raise StageError("source", f"the source raised {exc!r}") from exc
             else:
-                if raw.__class__ is list and backlog is not None:  # several chunks that do not merge
+                if several is not None:  # chunks that do not merge (or none before a bad item)
                     self._text_path = None
-                    try:
-                        raw = [to_chunk(r) for r in raw]
-                    except TypeError as exc:
-                        raise StageError("source", str(exc)) from exc
-                    ready = chain.run(raw)
+                    ready = chain.run(several) if several else []
                     for st in self._diagnosed:
                         if st.diagnostics:
                             _diagnose(chain)
@@ -241,6 +247,24 @@ class _InlineDeltaStream(DeltaStream):
             return await self.__anext__()
         except StopAsyncIteration:
             raise anyio.EndOfStream from None
+
+    def _merged(self, items: list[Any]) -> list[Any]:
+        """``items`` merged (:func:`merge_chunks`); a bad item ends the batch: the chunks before it are
+        returned, and the next step raises what the item is (as without coalescing)."""
+        try:
+            return merge_chunks(items)
+        except TypeError:
+            pass
+        good: list[TokenChunk] = []
+        for it in items:
+            try:
+                good.append(to_chunk(it))
+            except TypeError as exc:
+                fault = StageError("source", str(exc))
+                fault.__cause__ = exc
+                self._fault = fault
+                break
+        return merge_chunks(good) if good else []
 
     def take_ready(self) -> list[DeltaMessage]:
         """The rest of the deltas of the chunk the chain ran last (what is ready without waiting)."""
@@ -303,8 +327,8 @@ class _Backlog:
             self._wake = None
             wake.set()
 
-    async def take(self) -> Any:
-        """Everything waiting, as one item where it merges (else the list), waiting for one if none does.
+    async def take(self) -> list[Any]:
+        """Everything waiting (one item at least), in order; waits for one if none does.
 
         Raises:
             StopAsyncIteration: the source ended and everything was taken.
@@ -324,10 +348,7 @@ class _Backlog:
         if room is not None:
             self._room = None
             room.set()
-        if len(items) == 1:
-            return items[0]
-        merged = merge_chunks(items)
-        return merged[0] if len(merged) == 1 else merged
+        return items
 
 
 async def _fill(source: AsyncIterable[Any], backlog: _Backlog) -> None:
@@ -393,12 +414,27 @@ def _joined(run: list[TokenChunk]) -> TokenChunk:
         logprobs = []
         for c in run:
             logprobs += c.logprobs or ()
+    # Each token's share of the text, as the chunks tell it (one token per chunk: its whole text), so
+    # that counting reasoning tokens needs no tokenizer after a merge either.
+    chars: list[int] | None = None
+    if last.text is not None:
+        chars = []
+        for c in run:
+            n = len(c.token_ids)
+            if c.token_chars is not None and len(c.token_chars) == n:
+                chars += c.token_chars
+            elif n == 1:
+                chars.append(len(c.text or ""))
+            elif n or c.text:  # several tokens of unknown shares, or text without a token
+                chars = None
+                break
     return TokenChunk(
         token_ids=ids,
         text=None if last.text is None else "".join([c.text or "" for c in run]),
         logprobs=logprobs,
         finish_reason=last.finish_reason,
         usage=last.usage,
+        token_chars=chars if ids else None,
     )
 
 

@@ -157,6 +157,8 @@ class Detokenizer:
                 pieces = [dec.step(i) for i in ids]
                 if "".join(pieces) == text:
                     chars = [len(p) for p in pieces]
+            elif item.token_chars is not None and len(item.token_chars) == len(ids):
+                chars = item.token_chars  # a merged chunk's own account (see TokenChunk.token_chars)
         elif ids:
             dec = self._decoder
             if dec is None:
