@@ -9,11 +9,12 @@ Tasks: :func:`run_framed` runs the pipeline and its framer in the task
 that writes (an SSE response, a WebSocket handler), so a delta goes from the
 pipeline to the socket without crossing a memory stream; with the server's
 default inline pipeline (``prefetch=0``) a token costs no task switch at all
-beyond awaiting the engine. A slow client slows the pipeline (and so the
-source). The SSE response adds two tasks that do nothing per token: one
-waits for ``http.disconnect`` (which cancels everything and so closes the
-engine's iterator), one writes a ``: ping`` after ``heartbeat`` seconds
-without a write. :func:`iter_events` is the generator form: it runs the
+beyond awaiting the engine (with ``coalesce``, one pump task reads the
+engine). A slow client slows the pipeline (and so the source). The SSE
+response adds one task that does nothing per token: it waits for
+``http.disconnect`` (which cancels everything and so closes the engine's
+iterator) and writes a ``: ping`` after ``heartbeat`` seconds without a
+write. :func:`iter_events` is the generator form: it runs the
 pipeline in a producer task (:func:`produce_events`), because a generator
 must never yield from inside a pipeline's task group.
 """
@@ -174,7 +175,8 @@ async def iter_events(
 
 
 class _BodyWriter:
-    """Writes ``http.response.body`` messages from two tasks (the stream and its heartbeat) one at a time."""
+    """Writes ``http.response.body`` messages from two tasks (the stream and its watcher's heartbeat) one at a
+    time."""
 
     __slots__ = ("_busy", "_ended", "_free", "_send", "last")
 
@@ -203,14 +205,24 @@ class _BodyWriter:
                 self._free.set()
                 self._free = None
 
-    async def heartbeat(self, every: float) -> None:
-        """Write ``: ping`` whenever ``every`` seconds pass without a write (runs until cancelled)."""
-        while not self._ended:
-            delay = self.last + every - monotonic()
-            if delay > 0 or self._busy:  # a write in progress (a slow client) is not silence
-                await anyio.sleep(delay if delay > 0 else every)
+    async def watch(self, receive: Callable[..., Any], every: float | None) -> None:
+        """Return when the client disconnects; meanwhile write ``: ping`` after ``every`` seconds
+        without a write (None: never). One task per stream does both (a task costs about 4 KB)."""
+        while True:
+            if every is None or self._ended:
+                message = await receive()
             else:
-                await self.write(PING)
+                delay = self.last + every - monotonic()
+                if delay <= 0 and not self._busy:  # a write in progress (a slow client) is not silence
+                    await self.write(PING)
+                    continue
+                message = None
+                with anyio.move_on_after(delay if delay > 0 else every):  # receive() loses nothing
+                    message = await receive()
+                if message is None:
+                    continue
+            if message["type"] == "http.disconnect":
+                return
 
 
 class SSEResponse:
@@ -263,19 +275,14 @@ class SSEResponse:
 
         async with anyio.create_task_group() as tg:
 
-            async def watch_disconnect() -> None:
-                while True:
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        _log.debug("client_disconnected")
-                        tg.cancel_scope.cancel()
-                        return
+            async def watch() -> None:
+                await writer.watch(receive, self._heartbeat)
+                _log.debug("client_disconnected")
+                tg.cancel_scope.cancel()
 
-            tg.start_soon(watch_disconnect)
             try:
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
-                if self._heartbeat is not None:
-                    tg.start_soon(writer.heartbeat, self._heartbeat)
+                tg.start_soon(watch)  # the disconnect and the heartbeat
                 await run_framed(self._take_opener(), self._framer, emit)
                 await writer.write(DONE if self._done else b"", more=False)
             except OSError:  # the socket went away
