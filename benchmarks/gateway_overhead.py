@@ -745,8 +745,10 @@ def _serve_gateway(argv: list[str]) -> int:
         log_level="warning",
         access_log=False,
         lifespan="on",
-        http=os.environ.get("GW_HTTP","h11"),
-        loop=os.environ.get("GW_LOOP","asyncio"),
+        # uvicorn's HTTP implementation and loop: h11/asyncio (what `deltaflow serve` gets without httptools
+        # and uvloop installed) unless GW_HTTP / GW_LOOP say otherwise (e.g. httptools / uvloop)
+        http=os.environ.get("GW_HTTP", "h11"),
+        loop=os.environ.get("GW_LOOP", "asyncio"),
         backlog=4096,
         timeout_keep_alive=60,
         timeout_graceful_shutdown=3,

@@ -210,17 +210,11 @@ class _InlineDeltaStream(DeltaStream):
             except Exception as exc:
                 raise StageError("source", f"the source raised {exc!r}") from exc
             else:
+                text_path = self._text_path
                 if several is not None:  # chunks that do not merge (or none before a bad item)
                     self._text_path = None
                     ready = chain.run(several) if several else []
-                    for st in self._diagnosed:
-                        if st.diagnostics:
-                            _diagnose(chain)
-                            break
-                    self._ready, self._at = ready, 0
-                    continue
-                text_path = self._text_path
-                if raw.__class__ is str and text_path is not None and text_path[1].idle:
+                elif raw.__class__ is str and text_path is not None and text_path[1].idle:
                     items = text_path[0].run([raw]) if raw else []
                     ready = text_path[1].frame(items) if items else []
                 else:
@@ -310,10 +304,7 @@ class _Backlog:
         """Add an item (the pump; waits only while ``limit`` items wait)."""
         items = self._items
         items.append(item)
-        wake = self._wake
-        if wake is not None:
-            self._wake = None
-            wake.set()
+        self._wake_consumer()
         if len(items) >= self._limit:
             self._room = room = anyio.Event()
             await room.wait()
@@ -322,6 +313,9 @@ class _Backlog:
         """The source ended (``error``: it raised that; the consumer raises it after the items before it)."""
         self._done = True
         self._error = error
+        self._wake_consumer()
+
+    def _wake_consumer(self) -> None:
         wake = self._wake
         if wake is not None:
             self._wake = None
@@ -624,18 +618,19 @@ class Pipeline:
                 segments[-1].append(st)
             else:
                 segments.append([st])
+        # prefetch=0 and only synchronous stages: the consumer's task runs the chain (see the class docstring)
+        inline_chain = self.prefetch == 0 and len(segments) == 1 and isinstance(segments[0], list)
         with structlog.contextvars.bound_contextvars(stream_id=stream_id, **self.log_context):
-            if self.prefetch == 0 and len(segments) == 1 and isinstance(segments[0], list):
-                if not self.coalesce:
-                    inline = _InlineDeltaStream(SyncChain(segments[0]), source, usage, stream_id)
-                    try:
-                        yield inline
-                    finally:
-                        await inline.aclose()
-                    return
+            if inline_chain and not self.coalesce:
+                inline = _InlineDeltaStream(SyncChain(segments[0]), source, usage, stream_id)
+                try:
+                    yield inline
+                finally:
+                    await inline.aclose()
+                return
             try:
                 async with anyio.create_task_group() as tg:
-                    if self.prefetch == 0 and len(segments) == 1 and isinstance(segments[0], list):  # coalesce
+                    if inline_chain:  # coalescing: the pump task reads the source
                         backlog = _Backlog(self.max_batch)
                         tg.start_soon(_fill, source, backlog)
                         inline = _InlineDeltaStream(SyncChain(segments[0]), source, usage, stream_id, backlog)

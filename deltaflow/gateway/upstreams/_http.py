@@ -412,12 +412,15 @@ class _IdleWatch:
     def enter(self) -> None:
         """A wait starts (scopeless mode)."""
         loop = self._loop
-        if loop is None:
-            return  # no limit
+        if loop is not None and self._idle is not None:  # else no limit
+            self._arm(loop, self._idle)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, idle: float) -> None:
+        """A wait starts now: start its count, and the stream's timer if none runs."""
         self._start = now = loop.time()
         self._waiting = True
         if self._handle is None:
-            self._handle = loop.call_at(now + self._idle, self._check)  # type: ignore[operator]
+            self._handle = loop.call_at(now + idle, self._check)
 
     def open(self) -> anyio.CancelScope:
         """The scope of the next wait (enter it at once; call :meth:`close` after it)."""
@@ -436,10 +439,7 @@ class _IdleWatch:
         if loop is None:
             return cls(deadline=anyio.current_time() + idle)
         scope = self._scope = cls()
-        self._start = now = loop.time()
-        self._waiting = True
-        if self._handle is None:
-            self._handle = loop.call_at(now + idle, self._check)
+        self._arm(loop, idle)
         return scope
 
     def close(self) -> None:
@@ -479,6 +479,11 @@ class _IdleWatch:
                 dup.shutdown(socket.SHUT_RDWR)
         except OSError:  # already closed: the read ends by itself
             pass
+
+
+def _idle_fault(t: Timeouts) -> _StreamFault:
+    """The fault of a stream whose engine went silent for longer than ``t.idle``."""
+    return _StreamFault("timeout", f"the upstream engine sent nothing for {t.idle:g} s")
 
 
 def _socket_of(response: httpx.Response) -> Any:
@@ -732,8 +737,7 @@ class HttpUpstream:
                                 if decoder.done:
                                     break
                                 if watch.tripped:
-                                    raise _StreamFault("timeout", f"the upstream engine sent nothing for"
-                                                       f" {t.idle:g} s") from exc
+                                    raise _idle_fault(t) from exc
                                 fault = self._transport_fault(exc, answered=True)
                                 fault.retryable = fault.retryable or (fault.kind == "closed" and not got_event)
                                 raise fault from exc
@@ -746,14 +750,12 @@ class HttpUpstream:
                                 if decoder.done:
                                     break
                                 if got_event:
-                                    msg = f"the upstream engine sent nothing for {t.idle:g} s"
-                                else:
-                                    msg = f"the upstream engine sent no event within {t.first_byte:g} s"
-                                raise _StreamFault("timeout", msg)
+                                    raise _idle_fault(t)
+                                raise _StreamFault("timeout", f"the upstream engine sent no event within"
+                                                   f" {t.first_byte:g} s")
                             if data is None:
                                 if watch.tripped and not decoder.done:  # a read-until-close body ended
-                                    raise _StreamFault("timeout", f"the upstream engine sent nothing for"
-                                                       f" {t.idle:g} s")
+                                    raise _idle_fault(t)
                                 break
                             scope = None
                             got_event = True
