@@ -25,6 +25,7 @@ are written here and never carry the URL.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -52,6 +53,26 @@ def _mapped(exc: Exception, request: httpx.Request, *, answered: bool) -> httpx.
     return httpx.TransportError(f"the request failed ({type(exc).__name__})", request=request)
 
 
+class _Detached:
+    """The "socket" of an answer whose connection has gone back to the pool or closed: a closed socket.
+
+    aiohttp lets go of the connection as soon as the whole body has arrived,
+    which at full speed is often before the answer is handed over. No read of
+    such a body waits, so the idle watch never acts on it; what it sees is a
+    socket that is already closed (``fileno()`` is -1, a shutdown fails)
+    rather than none, which would cost it a cancel scope per event.
+    """
+
+    __slots__ = ()
+    family = socket.AF_INET
+
+    def fileno(self) -> int:
+        return -1
+
+
+_DETACHED = _Detached()
+
+
 class _Network:
     """httpx's ``network_stream`` extension for an aiohttp answer: only ``get_extra_info``."""
 
@@ -63,7 +84,9 @@ class _Network:
     def get_extra_info(self, info: str) -> Any:
         connection = self._response.connection
         transport = None if connection is None else connection.transport
-        return None if transport is None else transport.get_extra_info(info)
+        if transport is None:
+            return _DETACHED if info == "socket" else None
+        return transport.get_extra_info(info)
 
 
 class _Body(httpx.AsyncByteStream):
