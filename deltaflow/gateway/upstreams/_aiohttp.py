@@ -179,12 +179,13 @@ class AutoTransport(httpx.AsyncBaseTransport):
             connect=None if pool is None else pool + (connect or 0.0),
             sock_read=limits.get("read"),
         )
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
-        try:
-            data: Any = request.content or None
-        except httpx.RequestNotRead:  # a streamed body: aiohttp sends it chunked
-            data = request.stream
-            headers = [(k, v) for k, v in headers if k.lower() not in ("transfer-encoding", "content-length")]
+        # The body's framing is aiohttp's to set: the gateway's bodies are bytes already, a stream is read whole.
+        headers = [
+            (k.decode("latin-1"), v.decode("latin-1"))
+            for k, v in request.headers.raw
+            if k.lower() not in (b"content-length", b"transfer-encoding")
+        ]
+        data = await request.aread() or None
         try:
             response = await session.request(
                 request.method, str(request.url), headers=headers, data=data, allow_redirects=False,
