@@ -51,6 +51,7 @@ import msgspec
 from ...constrain import ToolConstraint, UnsupportedConstraintError
 from ...items import EngineUsage, TokenChunk
 from ..upstream import ConstraintForm, UpstreamError, UpstreamErrorKind, UpstreamRequest
+from ._aiohttp import AutoTransport
 
 __all__ = (
     "DEFAULT_RETRY_STATUSES",
@@ -563,13 +564,13 @@ class HttpUpstream:
         else:
             shards = max(1, -(-max_connections // POOL_SHARD))
             per = -(-max_connections // shards)
+            limits = httpx.Limits(max_connections=per, max_keepalive_connections=per,
+                                  keepalive_expiry=t.keepalive_expiry)
             clients = tuple(
                 httpx.AsyncClient(
                     timeout=self._timeout,
-                    limits=httpx.Limits(
-                        max_connections=per, max_keepalive_connections=per, keepalive_expiry=t.keepalive_expiry
-                    ),
                     trust_env=False,  # engines are reached directly; a proxy from the environment is never wanted
+                    transport=AutoTransport(limits=limits),
                 )
                 for _ in range(shards)
             )

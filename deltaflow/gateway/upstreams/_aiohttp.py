@@ -1,0 +1,211 @@
+"""An httpx transport over aiohttp's client: the upstream's HTTP/1.1 in C on asyncio.
+
+The gateway reads every engine answer through ``httpx`` and ``httpx_sse``.
+httpx's own transport (httpcore over h11) parses HTTP in Python, and an
+engine sends each token as its own chunk of a chunked body (llama.cpp, vLLM,
+SGLang alike): with a hundred streams that parsing, not deltaflow, was the
+largest share of the gateway's time (issue 19, measured). aiohttp parses HTTP
+in C (llhttp) and hands over whatever bytes arrived in one read; this module
+puts it under httpx, so everything above the transport (httpx's decoding,
+``httpx_sse``'s event parsing, the adapters) is unchanged.
+
+:class:`AutoTransport` chooses per event loop, at its first request: aiohttp
+on asyncio (uvloop included), httpx's own transport anywhere else (trio),
+where aiohttp does not run. The answer's socket is exposed as httpx's
+``network_stream`` extension (``get_extra_info("socket")``), as httpcore
+does, so the idle watch of :mod:`._http` can stop a silent stream by shutting
+its socket down.
+
+aiohttp's failures are mapped onto httpx's exception classes by what
+happened (refused, timed out, dropped before or during the answer), so the
+error mapping of :mod:`._http` is the same for both transports; the messages
+are written here and never carry the URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import httpx
+
+__all__ = ("AutoTransport",)
+
+
+def _mapped(exc: Exception, request: httpx.Request, *, answered: bool) -> httpx.TransportError:
+    """The httpx exception for one of aiohttp's (``answered``: the response headers had arrived)."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return httpx.ConnectTimeout("timed out connecting", request=request)
+    if isinstance(exc, (aiohttp.ServerTimeoutError, asyncio.TimeoutError)):
+        return httpx.ReadTimeout("timed out reading", request=request)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return httpx.ConnectError("could not connect", request=request)
+    if isinstance(exc, (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError)):
+        return httpx.UnsupportedProtocol("the URL is not an http:// or https:// URL", request=request)
+    if isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientResponseError)):
+        what = "the body ended early or was malformed" if answered else "the server closed without answering"
+        return httpx.RemoteProtocolError(what, request=request)
+    if isinstance(exc, (aiohttp.ClientOSError, aiohttp.ClientConnectionError, OSError)):
+        return httpx.ReadError("the connection failed", request=request)
+    return httpx.TransportError(f"the request failed ({type(exc).__name__})", request=request)
+
+
+class _Detached:
+    """The "socket" of an answer whose connection has gone back to the pool or closed: a closed socket.
+
+    aiohttp lets go of the connection as soon as the whole body has arrived,
+    which at full speed is often before the answer is handed over. No read of
+    such a body waits, so the idle watch never acts on it; what it sees is a
+    socket that is already closed (``fileno()`` is -1, a shutdown fails)
+    rather than none, which would cost it a cancel scope per event.
+    """
+
+    __slots__ = ()
+    family = socket.AF_INET
+
+    def fileno(self) -> int:
+        return -1
+
+
+_DETACHED = _Detached()
+
+
+class _Network:
+    """httpx's ``network_stream`` extension for an aiohttp answer: only ``get_extra_info``."""
+
+    __slots__ = ("_response",)
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+
+    def get_extra_info(self, info: str) -> Any:
+        connection = self._response.connection
+        transport = None if connection is None else connection.transport
+        if transport is None:
+            return _DETACHED if info == "socket" else None
+        return transport.get_extra_info(info)
+
+
+class _Body(httpx.AsyncByteStream):
+    """An aiohttp answer's body as httpx reads it: each read returns what has arrived."""
+
+    __slots__ = ("_request", "_response")
+
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self._response = response
+        self._request = request
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._chunks()
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        read = self._response.content.readany
+        while True:
+            try:
+                data = await read()
+            except Exception as exc:
+                if isinstance(exc, (aiohttp.ClientError, OSError, asyncio.TimeoutError)):
+                    raise _mapped(exc, self._request, answered=True) from exc
+                raise
+            if not data:
+                return
+            yield data
+
+    async def aclose(self) -> None:
+        # A body read to its end has already given its connection back to the pool; one left
+        # unfinished closes the connection (the engine sees the client leave and stops).
+        response = self._response
+        if response.content.is_eof():
+            response.release()
+        else:
+            response.close()
+
+
+class AutoTransport(httpx.AsyncBaseTransport):
+    """aiohttp's client on asyncio, httpx's own transport elsewhere, chosen at the first request.
+
+    Args:
+        limits: the pool's size and keep-alive expiry (as for httpx).
+    """
+
+    def __init__(self, *, limits: httpx.Limits) -> None:
+        self._limits = limits
+        self._session: aiohttp.ClientSession | None = None
+        self._fallback: httpx.AsyncHTTPTransport | None = None
+
+    @property
+    def backend(self) -> str | None:
+        """Which transport serves the requests: ``"aiohttp"``, ``"httpx"``, or None before the first."""
+        if self._session is not None:
+            return "aiohttp"
+        return None if self._fallback is None else "httpx"
+
+    def _choose(self) -> None:
+        try:
+            asyncio.get_running_loop()
+            on_asyncio = True
+        except RuntimeError:  # trio
+            on_asyncio = False
+        if on_asyncio:
+            limits = self._limits
+            connector = aiohttp.TCPConnector(
+                limit=limits.max_connections or 0,
+                keepalive_timeout=limits.keepalive_expiry if limits.keepalive_expiry is not None else 15.0,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, auto_decompress=False, trust_env=False, raise_for_status=False,
+                timeout=aiohttp.ClientTimeout(total=None),
+            )
+        else:
+            self._fallback = httpx.AsyncHTTPTransport(limits=self._limits, trust_env=False)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` and return its answer with the body still to read."""
+        if self._session is None and self._fallback is None:
+            self._choose()
+        if self._fallback is not None:
+            return await self._fallback.handle_async_request(request)
+        session = self._session
+        assert session is not None
+        limits: dict[str, float | None] = request.extensions.get("timeout", {})
+        connect, pool = limits.get("connect"), limits.get("pool")
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            sock_connect=connect,
+            # aiohttp's "connect" is the wait for a pooled connection plus the connecting
+            connect=None if pool is None else pool + (connect or 0.0),
+            sock_read=limits.get("read"),
+        )
+        # The body's framing is aiohttp's to set: the gateway's bodies are bytes already, a stream is read whole.
+        headers = [
+            (k.decode("latin-1"), v.decode("latin-1"))
+            for k, v in request.headers.raw
+            if k.lower() not in (b"content-length", b"transfer-encoding")
+        ]
+        data = await request.aread() or None
+        try:
+            response = await session.request(
+                request.method, str(request.url), headers=headers, data=data, allow_redirects=False,
+                timeout=timeout,
+            )
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            raise _mapped(exc, request, answered=False) from exc
+        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1", "network_stream": _Network(response)}
+        if response.reason:
+            extensions["reason_phrase"] = response.reason.encode("latin-1", "replace")
+        return httpx.Response(
+            status_code=response.status, headers=response.raw_headers, stream=_Body(response, request),
+            request=request, extensions=extensions,
+        )
+
+    async def aclose(self) -> None:
+        """Close the pool."""
+        session, fallback = self._session, self._fallback
+        self._session = self._fallback = None
+        if session is not None:
+            await session.close()
+        if fallback is not None:
+            await fallback.aclose()

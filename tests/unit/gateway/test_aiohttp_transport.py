@@ -1,0 +1,180 @@
+"""The upstream transport (``deltaflow.gateway.upstreams._aiohttp.AutoTransport``) under httpx.
+
+Each test talks to a raw loopback TCP server written here, which answers with exact bytes (a whole
+answer in one write, a chunked body cut short, headers and then silence), on both backends: aiohttp
+serves asyncio, httpx's own transport trio, and the two must look the same to the code above them
+(the exception classes, the body, the headers). The adapters' own tests (``test_upstreams.py``)
+run the whole gateway path over this transport.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import anyio
+import httpx
+import pytest
+from anyio.abc import SocketStream
+
+from deltaflow.gateway.upstreams._aiohttp import AutoTransport
+from deltaflow.gateway.upstreams._http import _IdleWatch, _socket_of
+
+pytestmark = pytest.mark.anyio
+
+Handler = Callable[[SocketStream, bytes], Awaitable[None]]
+
+
+async def _request_of(stream: SocketStream) -> bytes:
+    """The request's head and body (by its Content-Length)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += await stream.receive()
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        body += await stream.receive()
+    return head + b"\r\n\r\n" + body
+
+
+@asynccontextmanager
+async def serving(handler: Handler) -> AsyncIterator[str]:
+    """A loopback server whose every connection is ``handler(stream, request)``; yields its base URL."""
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+
+    async def serve(stream: SocketStream) -> None:
+        async with stream:
+            try:
+                await handler(stream, await _request_of(stream))
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
+
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, serve)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            tg.cancel_scope.cancel()
+
+
+def client(**timeouts: float) -> tuple[httpx.AsyncClient, AutoTransport]:
+    transport = AutoTransport(limits=httpx.Limits(max_connections=4))
+    return httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(5.0, **timeouts)), transport
+
+
+async def test_a_whole_answer_and_the_request_as_sent(anyio_backend: str) -> None:
+    seen: list[bytes] = []
+
+    async def whole(stream: SocketStream, request: bytes) -> None:
+        seen.append(request)
+        await stream.send(b"HTTP/1.1 201 Made\r\nContent-Type: text/plain\r\nX-Engine: e\r\n"
+                          b"Content-Length: 5\r\n\r\nhello")
+
+    http, transport = client()
+    async with serving(whole) as base, http:
+        assert transport.backend is None
+        r = await http.post(base + "/completion", content=b'{"prompt": "p"}',
+                            headers={"authorization": "Bearer k", "content-type": "application/json"})
+        assert (r.status_code, r.text, r.headers["x-engine"], r.reason_phrase) == (201, "hello", "e", "Made")
+        assert transport.backend == ("aiohttp" if anyio_backend == "asyncio" else "httpx")
+    head, _, body = seen[0].partition(b"\r\n\r\n")
+    lines = head.lower().split(b"\r\n")
+    assert lines[0] == b"post /completion http/1.1" and body == b'{"prompt": "p"}'
+    assert b"authorization: bearer k" in lines and b"content-length: 15" in lines
+    assert not any(line.startswith(b"transfer-encoding") for line in lines)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # httpx's own transport (trio) sends it chunked
+async def test_a_streamed_request_body_is_sent_whole(anyio_backend: str) -> None:
+    seen: list[bytes] = []
+
+    async def echo(stream: SocketStream, request: bytes) -> None:
+        seen.append(request)
+        await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+    async def parts() -> AsyncIterator[bytes]:
+        yield b"ab"
+        yield b"cd"
+
+    http, _ = client()
+    async with serving(echo) as base, http:
+        r = await http.post(base + "/x", content=parts())
+    assert r.status_code == 200 and seen[0].endswith(b"\r\n\r\nabcd")
+    assert b"content-length: 4" in seen[0].lower()
+
+
+async def test_a_body_cut_short_is_a_remote_protocol_error(anyio_backend: str) -> None:
+    async def cut(stream: SocketStream, request: bytes) -> None:
+        await stream.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                          b"9\r\ndata: a\n\n\r\n")
+        await anyio.sleep(0.05)  # then the connection closes without the last chunk
+
+    http, _ = client()
+    got = b""
+    async with serving(cut) as base, http, http.stream("POST", base + "/completion", content=b"{}") as r:
+        with pytest.raises(httpx.RemoteProtocolError):
+            async for part in r.aiter_raw():
+                got += part
+    assert got == b"data: a\n\n"
+
+
+async def test_a_refused_connection_is_a_connect_error(anyio_backend: str) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    http, _ = client()
+    async with http:
+        with pytest.raises(httpx.ConnectError):
+            await http.post(f"http://127.0.0.1:{port}/completion", content=b"{}")
+
+
+async def test_a_silent_body_is_a_read_timeout(anyio_backend: str) -> None:
+    async def silent(stream: SocketStream, request: bytes) -> None:
+        await stream.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        await anyio.sleep(5)
+
+    http, _ = client(read=0.2)
+    async with serving(silent) as base, http, http.stream("POST", base + "/completion", content=b"{}") as r:
+        with pytest.raises(httpx.ReadTimeout):
+            await r.aread()
+
+
+async def test_a_url_that_is_not_http_is_refused(anyio_backend: str) -> None:
+    transport = AutoTransport(limits=httpx.Limits())
+    try:
+        with pytest.raises(httpx.UnsupportedProtocol):
+            await transport.handle_async_request(httpx.Request("POST", "ftp://127.0.0.1/x"))
+    finally:
+        await transport.aclose()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_socket_for_the_idle_watch(anyio_backend: str) -> None:
+    # An answer still arriving has its connection's socket; one that arrived whole together with its
+    # head has already gone back to the pool, and shows a closed socket: the watch stays scopeless
+    # (no cancel scope per event), and shutting that socket down does nothing.
+    async def answer(stream: SocketStream, request: bytes) -> None:
+        if b"/whole" in request:
+            await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\ndata: a\n\n")
+        else:
+            await stream.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n9\r\ndata: a\n\n\r\n")
+            await anyio.sleep(5)
+
+    http, _ = client()
+    async with serving(answer) as base, http:
+        async with http.stream("POST", base + "/open", content=b"{}") as r:
+            sock = _socket_of(r)
+            assert sock is not None and sock.fileno() >= 0
+        async with http.stream("POST", base + "/whole", content=b"{}") as r:
+            sock = _socket_of(r)
+            assert sock is not None and sock.fileno() == -1
+            watch = _IdleWatch(0.01, sock)
+            assert watch.scopeless
+            watch._abort()  # no error: nothing to shut down
+            assert await r.aread() == b"data: a\n\n"
