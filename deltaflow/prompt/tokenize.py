@@ -40,6 +40,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 __all__ = (
+    "PIECE_CACHE_CHARS",
     "HFPromptTokenizer",
     "PromptTokenizer",
     "Span",
@@ -208,6 +210,64 @@ class _Splitter:
         return items
 
 
+PIECE_CACHE_CHARS = 1 << 21
+"""The default bound of a prompt tokenizer's piece cache, in characters of cached text (0: no cache)."""
+
+
+class _PieceCache:
+    """The ids of recently encoded pieces, by their text (least recently used out first).
+
+    A client of a chat API sends the whole conversation every turn: an agent's
+    next request repeats the previous prompt and adds a few messages. The
+    pieces between control tokens (a message's text, the tool list) therefore
+    come back verbatim, and their ids do not change, since each piece is
+    encoded on its own anyway. Only the new pieces reach the tokenizer.
+
+    Bounded by the characters of text it holds (the ids take about as much
+    again); a piece longer than a quarter of the bound is not kept. Safe to
+    share between threads.
+    """
+
+    __slots__ = ("_chars", "_entries", "_limit", "_lock")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._chars = 0
+        self._entries: dict[object, tuple[list[int], int]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: object) -> list[int] | None:
+        """The ids of ``key``'s piece, or None; a hit becomes the most recent entry."""
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            if entry is None:
+                return None
+            self._entries[key] = entry
+            return entry[0]
+
+    def put(self, key: object, size: int, ids: list[int]) -> None:
+        """Keep ``ids`` for ``key`` (``size``: the piece's length), evicting the oldest entries past the bound."""
+        if size * 4 > self._limit:
+            return
+        with self._lock:
+            entries = self._entries
+            if key in entries:
+                return
+            entries[key] = (ids, size)
+            self._chars += size
+            while self._chars > self._limit:
+                self._chars -= entries.pop(next(iter(entries)))[1]
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        with self._lock:
+            self._entries.clear()
+            self._chars = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class _SplitTokenizer:
     """Shared :meth:`encode`: split on control tokens, encode the pieces between them as plain text."""
 
@@ -215,9 +275,22 @@ class _SplitTokenizer:
     _added: dict[str, int]
     _markers: tuple[str, ...]
     _special: frozenset[int]
+    _cache: _PieceCache | None = None
+    # True where a piece at the very start of the text encodes differently (Metaspace "first")
+    _first_differs = False
 
     def _encode_pieces(self, text: str, pieces: Sequence[tuple[int, int]]) -> list[list[int]]:
         raise NotImplementedError
+
+    def _set_cache(self, chars: int) -> None:
+        if chars < 0:
+            raise ValueError(f"piece_cache_chars must be >= 0 (0: no cache), not {chars}")
+        self._cache = _PieceCache(chars) if chars else None
+
+    def clear_cache(self) -> None:
+        """Forget the cached ids of earlier pieces (see ``piece_cache_chars``)."""
+        if self._cache is not None:
+            self._cache.clear()
 
     @property
     def added_tokens(self) -> Mapping[str, int]:
@@ -252,14 +325,44 @@ class _SplitTokenizer:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, not {type(text).__name__}")
         items = self._splitter.split(text, plain_spans)
-        pieces = [it for it in items if isinstance(it, tuple)]
-        encoded = iter(self._encode_pieces(text, pieces))
-        out: list[int] = []
+        cache = self._cache
+        if cache is None:
+            encoded = iter(self._encode_pieces(text, [it for it in items if isinstance(it, tuple)]))
+            out: list[int] = []
+            for it in items:
+                if isinstance(it, int):
+                    out.append(it)
+                else:
+                    out.extend(next(encoded))
+            return out
+        # With the cache: each piece's text is its key (a piece at the start of the text under Metaspace
+        # "first" gets its own key); the misses are encoded in one batch, as without it.
+        first = self._first_differs
+        parts: list[int | list[int] | None] = []
+        keys: list[object] = []
+        missing: list[tuple[int, int]] = []
         for it in items:
             if isinstance(it, int):
-                out.append(it)
+                parts.append(it)
+                continue
+            s, e = it
+            key: object = text[s:e] if s or not first else ("first", text[s:e])
+            ids = cache.get(key)
+            if ids is None:
+                missing.append(it)
+                keys.append(key)
+            parts.append(ids)
+        fresh = iter(zip(missing, keys, self._encode_pieces(text, missing) if missing else (), strict=True))
+        out = []
+        for part in parts:
+            if isinstance(part, int):
+                out.append(part)
+            elif part is not None:
+                out.extend(part)
             else:
-                out.extend(next(encoded))
+                (s, e), key, ids = next(fresh)
+                cache.put(key, e - s, ids)
+                out.extend(ids)
         return out
 
 
@@ -334,16 +437,21 @@ class HFPromptTokenizer(_SplitTokenizer):
     Args:
         tokenizer: the tokenizer (not modified; the plain tokenizer shares
             its model, normalizer and pre-tokenizer, without the added tokens).
+        piece_cache_chars: the bound of the cache of recently encoded pieces
+            (characters of text; 0: none). Pieces come back verbatim in a
+            conversation's later turns; the ids are the same either way.
 
     Raises:
+        ValueError: negative ``piece_cache_chars``.
         UnsupportedTokenizerError: ``single_word`` added tokens, ``normalized``
             added tokens under a normalizer that changes text, or a marker
             whose text the plain tokenizer encodes to a control id.
         ImportError: ``tokenizers`` is not installed.
     """
 
-    def __init__(self, tokenizer: Tokenizer) -> None:
+    def __init__(self, tokenizer: Tokenizer, *, piece_cache_chars: int = PIECE_CACHE_CHARS) -> None:
         tk = _import_tokenizers()
+        self._set_cache(piece_cache_chars)
         self._tok = tokenizer
         decoder = tokenizer.get_added_tokens_decoder()
         identity = _is_identity_normalizer(_state(tokenizer.normalizer))
@@ -383,6 +491,7 @@ class HFPromptTokenizer(_SplitTokenizer):
         self._plain_rest: Tokenizer = self._plain
         rest_pre, changed = _rewrite_first_prepend(_state(tokenizer.pre_tokenizer))
         if changed:
+            self._first_differs = True
             self._plain_rest = tk.Tokenizer(tokenizer.model)
             self._plain_rest.normalizer = tokenizer.normalizer
             self._plain_rest.pre_tokenizer = _pre_tokenizer_from_config(tk, rest_pre)
@@ -547,9 +656,12 @@ class TiktokenPromptTokenizer(_SplitTokenizer):
         encoding: the encoding.
         allowed_special: the special tokens that are control tokens in the
             template's text (``"all"``: every one).
+        piece_cache_chars: the bound of the cache of recently encoded pieces
+            (characters of text; 0: none). Pieces come back verbatim in a
+            conversation's later turns; the ids are the same either way.
 
     Raises:
-        ValueError: an ``allowed_special`` name that is not a special token.
+        ValueError: negative ``piece_cache_chars``; an ``allowed_special`` name that is not a special token.
         UnsupportedTokenizerError: a marker that encodes to a control id as ordinary text.
         ImportError: ``tiktoken`` is not installed.
     """
@@ -559,8 +671,10 @@ class TiktokenPromptTokenizer(_SplitTokenizer):
         encoding: tiktoken.Encoding,
         *,
         allowed_special: Literal["all"] | AbstractSet[str] = "all",
+        piece_cache_chars: int = PIECE_CACHE_CHARS,
     ) -> None:
         _import_tiktoken()
+        self._set_cache(piece_cache_chars)
         self._enc = encoding
         specials = set(encoding.special_tokens_set)
         if allowed_special == "all":

@@ -294,9 +294,7 @@ def test_single_word_and_normalized_under_nfc_are_refused() -> None:
         HFPromptTokenizer(_variant("qwen3", normalized))  # qwen3's normalizer is NFC
 
 
-@pytest.mark.parametrize("scheme", ["first", "always", "never"])
-@pytest.mark.parametrize("legacy_normalizer", [False, True])
-def test_metaspace_tokenizers_match_hf(scheme: str, legacy_normalizer: bool) -> None:
+def _metaspace(scheme: str, legacy_normalizer: bool = False) -> Any:
     from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -309,7 +307,55 @@ def test_metaspace_tokenizers_match_hf(scheme: str, legacy_normalizer: bool) -> 
     corpus = ["hello world the quick brown fox", "jumps over the lazy dog /", "[ INST ] a 12 é 日本語 _ | < >"] * 30
     tok.train_from_iterator(corpus, trainer)
     tok.add_tokens([AddedToken("<think>", special=False, normalized=False)])
-    _fuzz_equal(HFPromptTokenizer(tok), seed=3)
+    return tok
+
+
+@pytest.mark.parametrize("scheme", ["first", "always", "never"])
+@pytest.mark.parametrize("legacy_normalizer", [False, True])
+def test_metaspace_tokenizers_match_hf(scheme: str, legacy_normalizer: bool) -> None:
+    _fuzz_equal(HFPromptTokenizer(_metaspace(scheme, legacy_normalizer)), seed=3)
+
+
+# ---------------------------------------------------------------------- the piece cache
+
+
+@pytest.mark.parametrize("folder", ["qwen3", "llama3"])
+def test_the_piece_cache_changes_no_id(folder: str, corpus_prompts: list[str]) -> None:
+    cached, plain = _hf(folder), HFPromptTokenizer(_hf(folder).tokenizer, piece_cache_chars=0)
+    cached.clear_cache()
+    first = [cached.encode(p) for p in corpus_prompts]
+    assert cached._cache is not None and len(cached._cache) > 100
+    again = [cached.encode(p) for p in reversed(corpus_prompts)][::-1]  # every piece from the cache now
+    want = [plain.encode(p) for p in corpus_prompts]
+    assert first == want and again == want
+    # The ids handed out are copies: changing them changes no later answer.
+    again[0].append(-1)
+    assert cached.encode(corpus_prompts[0]) == want[0]
+
+
+def test_the_piece_cache_keeps_a_metaspace_first_piece_apart() -> None:
+    # Under Metaspace "first" a piece at the start of the text encodes with the prefix, the same text
+    # elsewhere without it: the cache must not hand one out for the other.
+    tok = _metaspace("first")
+    ours = HFPromptTokenizer(tok)
+    for text in ("hello world<think>hello world", "<think>hello world", "hello world", "x<think>hello world"):
+        assert ours.encode(text) == tok.encode(text, add_special_tokens=False).ids, text
+
+
+def test_the_piece_cache_stays_within_its_bound() -> None:
+    tok = _hf("qwen3")
+    small = HFPromptTokenizer(tok.tokenizer, piece_cache_chars=64)
+    cache = small._cache
+    assert cache is not None
+    words = [f"word{i} " * (1 + i % 3) for i in range(200)]
+    for i, w in enumerate(words):
+        text = f"{w}<|im_end|>{words[i - 1]}<think>{'long piece ' * 3}"
+        assert small.encode(text) == tok.tokenizer.encode(text, add_special_tokens=False).ids
+        assert cache._chars <= 64
+    assert "long piece long piece long piece " not in cache._entries  # 33 chars: over a quarter of the bound
+    assert TiktokenPromptTokenizer(harmony_prompt_tokenizer().encoding, piece_cache_chars=0)._cache is None
+    with pytest.raises(ValueError, match="piece_cache_chars"):
+        HFPromptTokenizer(tok.tokenizer, piece_cache_chars=-1)
 
 
 def test_a_vocabulary_that_spells_a_marker_as_its_control_id_is_refused() -> None:
