@@ -745,10 +745,11 @@ def _serve_gateway(argv: list[str]) -> int:
         log_level="warning",
         access_log=False,
         lifespan="on",
-        # uvicorn's HTTP implementation and loop: h11/asyncio (what `deltaflow serve` gets without httptools
-        # and uvloop installed) unless GW_HTTP / GW_LOOP say otherwise (e.g. httptools / uvloop)
-        http=os.environ.get("GW_HTTP", "h11"),
-        loop=os.environ.get("GW_LOOP", "asyncio"),
+        # uvicorn's HTTP implementation and loop: "auto", as `deltaflow serve` runs it (httptools and uvloop,
+        # which the server extra installs; h11 and asyncio without them), unless GW_HTTP / GW_LOOP say
+        # otherwise (e.g. h11 / asyncio)
+        http=os.environ.get("GW_HTTP", "auto"),
+        loop=os.environ.get("GW_LOOP", "auto"),
         backlog=4096,
         timeout_keep_alive=60,
         timeout_graceful_shutdown=3,
@@ -2444,7 +2445,9 @@ def _versions() -> dict[str, str | None]:
     from importlib.metadata import PackageNotFoundError, version
 
     out: dict[str, str | None] = {}
-    for pkg in ("uvicorn", "h11", "httptools", "uvloop", "httpx", "httpcore", "httpx-sse", "starlette", "xllamacpp"):
+    for pkg in (
+        "uvicorn", "h11", "httptools", "uvloop", "httpx", "httpcore", "httpx-sse", "aiohttp", "starlette", "xllamacpp"
+    ):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:

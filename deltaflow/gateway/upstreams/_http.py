@@ -84,7 +84,8 @@ POOL_SHARD = 16
 
 httpcore's pool (1.0) scans all its connections, and for each idle one all of
 them again, at every request and response close (encode/httpcore#1035): with
-hundreds of streams that bookkeeping costs more than the streams. A stream
+hundreds of streams that bookkeeping costs more than the streams (on asyncio
+the transport is aiohttp's, whose pool has no such cost; trio keeps httpcore). A stream
 goes to the client with the fewest open streams, which is also the one with
 the most idle connections to reuse.
 """
@@ -368,8 +369,9 @@ class _IdleWatch:
     and each wait starts a new count. How a wait that has lasted ``idle``
     seconds is stopped:
 
-    * with the response's socket at hand (httpx over httpcore on an asyncio
-      loop, uvloop included): nothing per wait but a clock reading; the timer
+    * with the response's socket at hand (on an asyncio loop, uvloop
+      included, through :class:`._aiohttp.AutoTransport`'s aiohttp
+      connection or httpcore's): nothing per wait but a clock reading; the timer
       shuts the socket down, the pending read fails, and :attr:`tripped` tells
       the reader that the failure is the idle limit. The connection was lost
       to the timeout anyway;
@@ -488,7 +490,8 @@ def _idle_fault(t: Timeouts) -> _StreamFault:
 
 
 def _socket_of(response: httpx.Response) -> Any:
-    """The response connection's socket (httpcore's ``network_stream``), or None (another transport)."""
+    """The response connection's socket (the ``network_stream`` extension, as httpcore and
+    :class:`._aiohttp.AutoTransport` give it), or None (another transport)."""
     stream = response.extensions.get("network_stream")
     get = getattr(stream, "get_extra_info", None)
     if get is None:

@@ -77,7 +77,10 @@ class FloodUpstream:
 def flood(shared: Path) -> Iterator[tuple[FloodUpstream, str]]:
     """The double behind the gateway; yields the double and the gateway's base URL."""
     double = FloodUpstream()
-    up_server, up_thread, up_base = start_server(double.app())
+    # The double runs on asyncio's own loop: under uvloop, uvicorn did not tell it that the gateway had
+    # gone while it wrote as fast as it could (it wrote all 4,000 events to a closed connection), which
+    # llama.cpp, the engine it stands for, does notice. The gateway runs on uvloop where installed.
+    up_server, up_thread, up_base = start_server(double.app(), loop="asyncio")
     config = ModelConfig(name="flood", upstream=up_base, upstream_kind="llamacpp",
                          model=str(shared / "tokenizers" / "qwen3"), tool_parser="hermes", reasoning_parser="qwen3",
                          context_length=32768)
