@@ -826,9 +826,10 @@ _CATEGORY_RULES: tuple[tuple[str, str, str], ...] = (
     ("deltaflow/gateway/upstreams/llamacpp.py", "feed", "upstream JSON decoding (_Decoder.feed, msgspec)"),
     ("deltaflow/gateway/upstreams/_http.py", "decode", "upstream JSON decoding (_Decoder.feed, msgspec)"),
     ("deltaflow/gateway/upstreams/_http.py", "", "upstream reader loop (_http.py, deadlines)"),
-    ("httpx_sse", "", "upstream reading: httpx / httpcore / h11 / httpx-sse"),
-    ("httpcore", "", "upstream reading: httpx / httpcore / h11 / httpx-sse"),
-    ("httpx/", "", "upstream reading: httpx / httpcore / h11 / httpx-sse"),
+    ("aiohttp/", "", "upstream reading: aiohttp / httpx / httpcore / httpx-sse"),
+    ("httpx_sse", "", "upstream reading: aiohttp / httpx / httpcore / httpx-sse"),
+    ("httpcore", "", "upstream reading: aiohttp / httpx / httpcore / httpx-sse"),
+    ("httpx/", "", "upstream reading: aiohttp / httpx / httpcore / httpx-sse"),
     ("deltaflow/gateway/engine.py", "generate", "gateway engine: stop-text holding, metrics"),
     ("prometheus_client", "", "gateway engine: stop-text holding, metrics"),
     ("deltaflow/gateway/engine.py", "", "planning: read, render, tokenize"),
@@ -2005,8 +2006,9 @@ def render(report: dict[str, Any]) -> str:
     lines = [f"# Gateway overhead — {report['date']}", ""]
     lines.append(
         f"`{report['command']}` — {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
-        f"deltaflow {m.get('deltaflow_commit')}; uvicorn {report['versions'].get('uvicorn')} (h11 "
-        f"{report['versions'].get('h11')}, asyncio loop), httpx {report['versions'].get('httpx')}."
+        f"deltaflow {m.get('deltaflow_commit')}; uvicorn {report['versions'].get('uvicorn')} "
+        f"({report.get('server_stack', 'h11, asyncio loop')}), httpx {report['versions'].get('httpx')} over "
+        f"aiohttp {report['versions'].get('aiohttp')} to the upstream."
     )
     lines.append("")
     lines.append(
@@ -2455,6 +2457,19 @@ def _versions() -> dict[str, str | None]:
     return out
 
 
+def _server_stack() -> str:
+    """uvicorn's HTTP implementation and loop in the gateway child, as its "auto" resolves them (or as set)."""
+    import importlib.util
+
+    http = os.environ.get("GW_HTTP", "auto")
+    loop = os.environ.get("GW_LOOP", "auto")
+    if http == "auto":
+        http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    if loop == "auto":
+        loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    return f"{http}, {loop} loop"
+
+
 def _worst(report: dict[str, Any]) -> tuple[str, int]:
     full = [
         r
@@ -2484,6 +2499,7 @@ def main(argv: list[str] | None = None) -> int:
         + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:])),
         "machine": machine_info(),
         "versions": _versions(),
+        "server_stack": _server_stack(),
         "config": {"quick": a.quick, "tokens_per_stream": N_TOKENS, "pace_s": PACE_S},
         "targets": TARGETS,
     }
