@@ -78,26 +78,44 @@ async def run_framed(
     open_stream: OpenStream,
     framer: Framer,
     emit: Callable[[list[WireEvent]], Awaitable[Any]],
+    *,
+    head: Callable[[], Awaitable[Any]] | None = None,
 ) -> None:
     """Run the pipeline in this task and ``emit`` its framed event batches, start to finish.
 
+    The pipeline is opened first and its tasks get one turn before anything
+    is written: a pipeline that reads its source in a task of its own (the
+    gateway's) sends the upstream request then, and the response's head and
+    first events are written while the engine works, not before it starts.
+
     A :class:`~deltaflow.errors.DeltaflowError` of the pipeline (a failing
     stage or source) becomes the protocol's error event, emitted last.
-    Exceptions of ``emit`` propagate (the caller knows what a gone client
-    looks like).
+    Exceptions of ``emit`` and ``head`` propagate (the caller knows what a
+    gone client looks like).
 
     Args:
         open_stream: opens the pipeline (e.g. ``lambda: deltaflow.stream(source, ...)``).
         framer: the protocol framer for this response.
         emit: awaited with each non-empty batch of wire events.
+        head: awaited once before the first ``emit`` (e.g. the HTTP response's head).
     """
-    await emit(framer.start())
+    started = False
+
+    async def start() -> None:
+        nonlocal started
+        started = True
+        if head is not None:
+            await head()
+        await emit(framer.start())
+
     try:
         opened = open_stream()
         # The opener (and the request it closes over: a planned prompt, its token ids, the body) is not
         # needed once the stream is open; an open stream must not keep it alive.
         del open_stream
         async with opened as deltas:
+            await anyio.lowlevel.checkpoint()  # the pipeline's own tasks start (the upstream request goes out)
+            await start()
             feed = framer.feed
             # Every delta that is ready when one arrives goes into the same emit: one write per burst.
             take_ready = getattr(deltas, "take_ready", None)
@@ -113,6 +131,8 @@ async def run_framed(
     except DeltaflowError as exc:
         _log.warning("stream_failed", error=str(exc), cause=repr(exc.__cause__))
         last = framer.error(exc)
+    if not started:  # the pipeline failed as it opened
+        await start()
     if last:
         await emit(last)
 
@@ -280,10 +300,12 @@ class SSEResponse:
                 _log.debug("client_disconnected")
                 tg.cancel_scope.cancel()
 
-            try:
+            async def head() -> None:
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
                 tg.start_soon(watch)  # the disconnect and the heartbeat
-                await run_framed(self._take_opener(), self._framer, emit)
+
+            try:
+                await run_framed(self._take_opener(), self._framer, emit, head=head)
                 await writer.write(DONE if self._done else b"", more=False)
             except OSError:  # the socket went away
                 pass

@@ -626,3 +626,50 @@ async def test_run_framed_with_a_source_error_ends_with_the_error_event() -> Non
         assert len(batches[-1]) == 1
         last = json.loads(msgspec.json.encode(batches[-1][0].data))
         assert "boom" in last["error"]["message"], (coalesce, last)
+
+
+@pytest.mark.anyio
+async def test_run_framed_starts_the_source_before_it_writes_the_head() -> None:
+    # The gateway's source is its upstream request: with a pump task (coalesce), that request goes out
+    # before the response's head and first events are written, so the writing overlaps the engine's work.
+    order: list[str] = []
+
+    async def source() -> AsyncIterator[str]:
+        order.append("source")
+        yield "Hi"
+
+    async def head() -> None:
+        order.append("head")
+
+    async def emit(events: list[WireEvent]) -> None:
+        order.append("emit")
+
+    for coalesce, first in ((True, "source"), (False, "head")):  # without a pump the consumer reads the source
+        order.clear()
+        await run_framed(lambda: deltaflow.stream(source(), prefetch=0, coalesce=coalesce),  # noqa: B023
+                         ChatCompletionsFramer("m"), emit, head=head)
+        assert order[0] == first and order.count("head") == 1, (coalesce, order)
+        assert order.index("head") < order.index("emit")
+
+
+@pytest.mark.anyio
+async def test_run_framed_writes_the_head_and_start_before_an_error_at_open() -> None:
+    # A pipeline that fails as it opens still answers with a whole stream: head, start, the error event.
+    order: list[str] = []
+    batches: list[list[WireEvent]] = []
+
+    async def head() -> None:
+        order.append("head")
+
+    async def emit(events: list[WireEvent]) -> None:
+        order.append("emit")
+        batches.append(list(events))
+
+    def bad_open() -> Any:
+        return deltaflow.stream(["x"], prefetch=0, tool_parser="no-such-parser")
+
+    await run_framed(bad_open, ChatCompletionsFramer("m"), emit, head=head)
+    assert order[0] == "head" and len(batches) == 2
+    start = json.loads(msgspec.json.encode(batches[0][0].data))
+    assert start["choices"][0]["delta"]["role"] == "assistant"
+    assert "no-such-parser" in msgspec.json.encode(batches[-1][0].data).decode()
