@@ -41,6 +41,7 @@ import math
 import socket
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from http.cookiejar import CookieJar
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
@@ -314,6 +315,13 @@ def _is_json(response: httpx.Response) -> bool:
     return "json" in response.headers.get("content-type", "").lower()
 
 
+class _NoCookies(CookieJar):
+    """A cookie jar that keeps nothing: an engine's answers set no cookies the gateway would send back."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        """Keep nothing."""
+
+
 class _Reader(Generic[T]):
     """Steps one of httpx's response iterators, and unwinds it when abandoned.
 
@@ -574,12 +582,33 @@ class HttpUpstream:
                     timeout=self._timeout,
                     trust_env=False,  # engines are reached directly; a proxy from the environment is never wanted
                     transport=AutoTransport(limits=limits),
+                    cookies=_NoCookies(),  # engines set none; reading each answer's headers for them costs
                 )
                 for _ in range(shards)
             )
         self._clients = clients
+        # url -> its parsed URL and the request headers (our own clients: see _post)
+        self._prepared: dict[str, tuple[httpx.URL, httpx.Headers]] = {}
+        self._timeout_ext = self._timeout.as_dict()
         self._client = clients[0]  # plain requests (health, probes)
         self._busy = [0] * len(clients)  # the streams open on each client
+
+    def _post(self, url: str, content: bytes) -> httpx.Request:
+        """The streaming POST of ``content`` to ``url``, as ``build_request`` makes it for our own clients.
+
+        The same URL, headers (the clients' defaults, ours, the JSON content
+        type), body and timeouts; the URL is parsed and the headers merged once
+        per URL instead of at every request (a tenth of a millisecond of the
+        first token's time). Our clients keep no cookies and add no parameters.
+        """
+        prepared = self._prepared.get(url)
+        if prepared is None:
+            headers = httpx.Headers(self._clients[0].headers)
+            headers.update({**self._headers, "content-type": "application/json"})
+            prepared = self._prepared[url] = (httpx.URL(url), headers)
+        target, headers = prepared
+        return httpx.Request("POST", target, content=content, headers=headers,
+                             extensions={"timeout": self._timeout_ext})
 
     # -- errors -------------------------------------------------------------------------------------------------
 
@@ -693,7 +722,8 @@ class HttpUpstream:
                 busy = self._busy
                 shard = busy.index(min(busy)) if len(busy) > 1 else 0
                 client = self._clients[shard]
-                request = client.build_request("POST", url, content=content, headers=headers, timeout=self._timeout)
+                request = (self._post(url, content) if self._owns_client else
+                           client.build_request("POST", url, content=content, headers=headers, timeout=self._timeout))
                 busy[shard] += 1
                 try:
                     with anyio.fail_after(_left(deadline)):

@@ -821,3 +821,26 @@ async def test_make_upstream() -> None:
         make_upstream("tgi", "ftp://e.invalid")
     with pytest.raises(TypeError):
         make_upstream("tgi", "http://e.invalid", flavor="vllm")
+
+
+async def test_the_prepared_post_is_what_build_request_makes() -> None:
+    # Our own clients send the streaming POST from a URL parsed and headers merged once per URL: the
+    # request must be the one httpx's build_request makes, every time.
+    up = LlamaCppUpstream("http://127.0.0.1:9", api_key=API_KEY, headers={"x-extra": "1"})
+    try:
+        url = up.base_url + "/completion"
+        client = up._clients[0]
+        for content in (b'{"prompt": [1, 2]}', b'{"prompt": "other"}'):  # the second reuses the prepared parts
+            want = client.build_request("POST", url, content=content, timeout=up._timeout,
+                                        headers={**up._headers, "content-type": "application/json"})
+            got = up._post(url, content)
+            assert (got.method, got.url, got.headers.multi_items(), got.content, got.extensions) == (
+                want.method, want.url, want.headers.multi_items(), want.content, want.extensions)
+            assert ("authorization", f"Bearer {API_KEY}") in got.headers.multi_items()
+        assert len(up._prepared) == 1
+        # An engine's cookie is not kept (so never sent back): reading answers for cookies is skipped.
+        answer = httpx.Response(200, headers={"set-cookie": "session=abc"}, request=got)
+        client.cookies.extract_cookies(answer)
+        assert not client.cookies
+    finally:
+        await up.aclose()
