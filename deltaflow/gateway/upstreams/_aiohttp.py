@@ -186,12 +186,15 @@ class AutoTransport(httpx.AsyncBaseTransport):
             if k.lower() not in (b"content-length", b"transfer-encoding")
         ]
         data = await request.aread() or None
+        url = request.url
+        if url.userinfo:  # httpx has turned it into the Authorization header; aiohttp refuses both at once
+            url = url.copy_with(userinfo=b"")
         try:
             response = await session.request(
-                request.method, str(request.url), headers=headers, data=data, allow_redirects=False,
+                request.method, str(url), headers=headers, data=data, allow_redirects=False,
                 timeout=timeout,
             )
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+        except Exception as exc:  # aiohttp's, or a request it refuses (ValueError): an httpx error either way
             raise _mapped(exc, request, answered=False) from exc
         extensions: dict[str, Any] = {"http_version": b"HTTP/1.1", "network_stream": _Network(response)}
         if response.reason:

@@ -90,6 +90,20 @@ async def test_a_whole_answer_and_the_request_as_sent(anyio_backend: str) -> Non
     assert not any(line.startswith(b"transfer-encoding") for line in lines)
 
 
+async def test_credentials_in_the_url_are_sent_as_basic_auth(anyio_backend: str) -> None:
+    seen: list[bytes] = []
+
+    async def echo(stream: SocketStream, request: bytes) -> None:
+        seen.append(request)
+        await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+    http, _ = client()
+    async with serving(echo) as base, http:
+        r = await http.post(base.replace("http://", "http://user:pw@") + "/x", content=b"{}")
+    assert r.status_code == 200
+    assert b"authorization: basic dxnlcjpwdw==" in seen[0].lower()  # base64("user:pw")
+
+
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # httpx's own transport (trio) sends it chunked
 async def test_a_streamed_request_body_is_sent_whole(anyio_backend: str) -> None:
     seen: list[bytes] = []
@@ -178,3 +192,12 @@ async def test_the_socket_for_the_idle_watch(anyio_backend: str) -> None:
             assert watch.scopeless
             watch._abort()  # no error: nothing to shut down
             assert await r.aread() == b"data: a\n\n"
+
+
+def test_an_unexpected_failure_is_a_transport_error_without_the_url() -> None:
+    from deltaflow.gateway.upstreams._aiohttp import _mapped
+
+    request = httpx.Request("POST", "http://user:secret@engine.internal:8080/completion")
+    err = _mapped(ValueError("cannot combine AUTHORIZATION header with URL credentials"), request, answered=False)
+    assert type(err) is httpx.TransportError and err.request is request
+    assert "ValueError" in str(err) and "engine.internal" not in str(err) and "secret" not in str(err)
