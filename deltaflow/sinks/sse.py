@@ -83,10 +83,11 @@ async def run_framed(
 ) -> None:
     """Run the pipeline in this task and ``emit`` its framed event batches, start to finish.
 
-    The pipeline is opened first and its tasks get one turn before anything
-    is written: a pipeline that reads its source in a task of its own (the
-    gateway's) sends the upstream request then, and the response's head and
-    first events are written while the engine works, not before it starts.
+    The pipeline is opened first and its tasks get a turn before anything is
+    written: on asyncio, a pipeline that reads its source in a task of its
+    own (the gateway's) sends the upstream request then, and the response's
+    head and first events are written while the engine works, not before it
+    starts (trio orders ready tasks as it likes: no such promise there).
 
     A :class:`~deltaflow.errors.DeltaflowError` of the pipeline (a failing
     stage or source) becomes the protocol's error event, emitted last.
