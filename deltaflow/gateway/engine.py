@@ -546,6 +546,7 @@ class GatewayEngine:
         ends = plan.stop_texts
         longest = max((len(e) for e in ends), default=0)
         starts = "".join(sorted({e[0] for e in ends if e}))  # a partial end text starts with one of these
+        single = starts if len(starts) == 1 else None
         held = ""
         m = self.metrics
         name = plan.model.name
@@ -581,10 +582,14 @@ class GatewayEngine:
                                      finish_reason=chunk.finish_reason, usage=chunk.usage)
                     continue
                 if longest:
-                    text = held + text
-                    keep = _partial_end(text, ends, longest, starts)
-                    held = text[len(text) - keep :] if keep else ""
-                    text = text[: len(text) - keep]
+                    if held:
+                        text = held + text
+                    if single is None or single in text[-longest:]:  # else (most tokens) nothing to hold
+                        keep = _partial_end(text, ends, longest, starts)
+                        held = text[len(text) - keep :] if keep else ""
+                        text = text[: len(text) - keep]
+                    else:
+                        held = ""
                 if text is chunk.text:  # nothing held back or released: the chunk as it came (most tokens)
                     yield chunk
                     continue
@@ -612,23 +617,34 @@ def _count_usage(m: GatewayMetrics, name: str, usage: Any) -> None:
 def _partial_end(text: str, ends: tuple[str, ...], longest: int, starts: str | None = None) -> int:
     """How many characters at the end of ``text`` may be (the start of) an end-of-turn text.
 
-    ``starts``: the first characters of ``ends`` (when given, a tail without any
-    of them is answered at once: most tokens).
+    The longest suffix of ``text`` that some end text starts with. Such a suffix
+    begins with an end text's first character, so only the places of those
+    characters in the last ``longest`` characters are tried, leftmost (longest)
+    first: most tokens have none, and are answered with a ``find`` or two.
+
+    ``starts``: the first characters of ``ends`` (computed when not given).
     """
     tail = text[-longest:]
-    if starts is not None:
-        if len(starts) == 1:
-            if starts not in tail:
-                return 0
-        elif not any(c in tail for c in starts):
-            return 0
-    best = 0
-    for e in ends:
-        for k in range(min(len(e), len(tail)), best, -1):
-            if tail.endswith(e[:k]):
-                best = k
-                break
-    return best
+    if starts is None:
+        starts = "".join({e[0] for e in ends if e})
+    if len(starts) == 1:
+        p = tail.find(starts)
+        while p >= 0:
+            rest = tail[p:]
+            for e in ends:
+                if e.startswith(rest):
+                    return len(tail) - p
+            p = tail.find(starts, p + 1)
+        return 0
+    found = [q for q in map(tail.find, starts) if q >= 0]
+    while found:
+        p = min(found)
+        rest = tail[p:]
+        for e in ends:
+            if e.startswith(rest):
+                return len(tail) - p
+        found = [q for q in (tail.find(c, p + 1) for c in starts) if q >= 0]
+    return 0
 
 
 def _logprobs(request: EngineRequest) -> int | None:

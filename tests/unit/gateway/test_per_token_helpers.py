@@ -51,7 +51,27 @@ def test_light_histogram_exposes_what_prometheus_histogram_does(observations: li
 
 @given(text=st.text(alphabet="<|im_end>x ", max_size=20),
        ends=st.lists(st.text(alphabet="<|im_end>", min_size=1, max_size=10), min_size=1, max_size=3))
-def test_partial_end_shortcut_changes_nothing(text: str, ends: list[str]) -> None:
+def test_partial_end_is_the_longest_suffix_an_end_text_starts_with(text: str, ends: list[str]) -> None:
     longest = max(len(e) for e in ends)
     starts = "".join(sorted({e[0] for e in ends}))
-    assert _partial_end(text, tuple(ends), longest, starts) == _partial_end(text, tuple(ends), longest)
+    want = _longest_partial_end(text, ends)
+    assert _partial_end(text, tuple(ends), longest, starts) == want
+    assert _partial_end(text, tuple(ends), longest) == want
+
+
+def _longest_partial_end(text: str, ends: list[str]) -> int:
+    """The plain search: every suffix length, longest first."""
+    for k in range(len(text), 0, -1):
+        if any(e.startswith(text[-k:]) for e in ends):
+            return k
+    return 0
+
+
+def test_partial_end_on_the_usual_end_texts() -> None:
+    ends = ("<|im_end|>", "<|endoftext|>")
+    longest, starts = 13, "<"
+    assert _partial_end("hello", ends, longest, starts) == 0
+    assert _partial_end("a <b> <|im", ends, longest, starts) == 4
+    assert _partial_end("x<|endoftext|>", ends, longest, starts) == 13
+    assert _partial_end("x <", ends, longest, starts) == 1
+    assert _partial_end("<|im_end|> <", ends, longest, starts) == 1  # a whole end text earlier is not a suffix
