@@ -745,8 +745,8 @@ def _serve_gateway(argv: list[str]) -> int:
         log_level="warning",
         access_log=False,
         lifespan="on",
-        # uvicorn's HTTP implementation and loop: "auto", as `deltaflow serve` runs it (httptools, which the
-        # server extra installs, and uvloop where installed by hand; h11 and asyncio without them), unless
+        # uvicorn's HTTP implementation and loop: "auto", as `deltaflow serve` runs it (httptools and uvloop,
+        # which the server extra installs; h11 and asyncio without them), unless
         # GW_HTTP / GW_LOOP say otherwise (e.g. h11 / asyncio)
         http=os.environ.get("GW_HTTP", "auto"),
         loop=os.environ.get("GW_LOOP", "auto"),

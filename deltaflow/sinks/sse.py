@@ -199,16 +199,29 @@ class _BodyWriter:
     """Writes ``http.response.body`` messages from two tasks (the stream and its watcher's heartbeat) one at a
     time."""
 
-    __slots__ = ("_busy", "_ended", "_free", "_send", "last")
+    __slots__ = ("_busy", "_ended", "_free", "_send", "gone", "last")
 
     def __init__(self, send: Callable[..., Any]) -> None:
         self._send = send
         self._busy = False
         self._free: anyio.Event | None = None
         self._ended = False
+        self.gone = False  # the client disconnected (set by :meth:`watch`)
         self.last = monotonic()
 
     async def write(self, body: bytes, more: bool = True) -> None:
+        """Send one body message.
+
+        Raises:
+            ConnectionResetError: the client has disconnected. The server drops
+                writes after that without a word, and the cancellation that the
+                watcher starts can come late (under uvloop, a task whose every wait
+                is a socket read the loop has already answered is not cancelled
+                until a wait finds nothing), so the stream must not go on writing
+                into nothing meanwhile, reading its engine to the end.
+        """
+        if self.gone:
+            raise ConnectionResetError("the client disconnected")
         while self._busy:  # only while a heartbeat is being written
             if self._free is None:
                 self._free = anyio.Event()
@@ -243,6 +256,7 @@ class _BodyWriter:
                 if message is None:
                     continue
             if message["type"] == "http.disconnect":
+                self.gone = True
                 return
 
 

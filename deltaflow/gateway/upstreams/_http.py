@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import math
 import socket
+import struct
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from http.cookiejar import CookieJar
@@ -351,11 +352,24 @@ class _Reader(Generic[T]):
             self.finished = True  # an exception unwound the whole chain
             raise
 
-    async def abandon(self) -> None:
-        """Stop reading (no-op once finished)."""
+    async def abandon(self, sock: Any = None) -> None:
+        """Stop reading (no-op once finished).
+
+        Args:
+            sock: the response's socket, when at hand: it is shut down first, so
+                that the steps below end at what is already buffered. Without it
+                the cancellation has to end them, and on uvloop it can come too
+                late: uvloop runs socket reads before the callbacks the loop
+                already holds, so while the engine keeps writing, every read's
+                wait has its data before anyio looks to cancel it, and the steps
+                went on to the end of the answer (a gateway whose client had left
+                read an engine's whole 128 MB flood).
+        """
         if self.finished:
             return
         self.finished = True
+        if sock is not None:
+            _shutdown(sock)
         with anyio.CancelScope() as scope:
             scope.cancel()
             for _ in range(_MAX_DRAIN):  # buffered data comes back without a checkpoint; the next read raises
@@ -482,14 +496,29 @@ class _IdleWatch:
 
     def _abort(self) -> None:
         """Shut the response's socket down: the pending read sees the connection end."""
-        try:
-            # A duplicate of the descriptor: the loop's own socket object may refuse shutdown()
-            # (uvloop's), and shutting a socket down acts on the connection, whichever descriptor.
-            sock = self._sock
-            with socket.fromfd(sock.fileno(), getattr(sock, "family", socket.AF_INET), socket.SOCK_STREAM) as dup:
-                dup.shutdown(socket.SHUT_RDWR)
-        except OSError:  # already closed: the read ends by itself
-            pass
+        _shutdown(self._sock)
+
+
+def _shutdown(sock: Any) -> None:
+    """Shut a response's connection down: its reads end at once, and the engine sees the client go.
+
+    Both ways, and with a zero linger, so that closing the socket later resets
+    the connection: after a plain shutdown the engine, its writes stuck on a
+    full window, would only see an end of input, and a server that waits for
+    its writes before it closes (uvicorn under uvloop) never learns that its
+    client has gone.
+    """
+    try:
+        # A duplicate of the descriptor: the loop's own socket object may refuse shutdown()
+        # (uvloop's), and options and shutdown act on the connection, whichever descriptor.
+        with socket.fromfd(sock.fileno(), getattr(sock, "family", socket.AF_INET), socket.SOCK_STREAM) as dup:
+            dup.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
+            dup.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed: the read ends by itself
+        pass
+
+
+_RESET_ON_CLOSE = struct.pack("ii", 1, 0)  # SO_LINGER on, zero seconds
 
 
 def _idle_fault(t: Timeouts) -> _StreamFault:
@@ -749,7 +778,8 @@ class HttpUpstream:
                     reader: _Reader[Any] = _Reader(
                         response.aiter_lines() if ndjson else httpx_sse.EventSource(response).aiter_sse()
                     )
-                    watch = _IdleWatch(t.idle, _socket_of(response))
+                    sock = _socket_of(response)
+                    watch = _IdleWatch(t.idle, sock)
                     scopeless = watch.scopeless
                     scope: anyio.CancelScope | None = None
                     try:
@@ -798,7 +828,7 @@ class HttpUpstream:
                                 yield chunk
                     finally:
                         watch.cancel()
-                        await reader.abandon()
+                        await reader.abandon(sock)
                     for chunk in decoder.finish():
                         yielded = True
                         yield chunk
