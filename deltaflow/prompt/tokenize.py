@@ -327,18 +327,10 @@ class _SplitTokenizer:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, not {type(text).__name__}")
         items = self._splitter.split(text, plain_spans)
+        # With the cache, each piece's text is its key (a piece at the start of the text under Metaspace
+        # "first" gets its own key); the pieces not found (all of them without a cache) are encoded in
+        # one batch.
         cache = self._cache
-        if cache is None:
-            encoded = iter(self._encode_pieces(text, [it for it in items if isinstance(it, tuple)]))
-            out: list[int] = []
-            for it in items:
-                if isinstance(it, int):
-                    out.append(it)
-                else:
-                    out.extend(next(encoded))
-            return out
-        # With the cache: each piece's text is its key (a piece at the start of the text under Metaspace
-        # "first" gets its own key); the misses are encoded in one batch, as without it.
         first = self._first_differs
         parts: list[int | list[int] | None] = []
         keys: list[object] = []
@@ -347,15 +339,18 @@ class _SplitTokenizer:
             if isinstance(it, int):
                 parts.append(it)
                 continue
-            s, e = it
-            key: object = text[s:e] if s or not first else ("first", text[s:e])
-            ids = cache.get(key)
+            ids: list[int] | None = None
+            key: object = None
+            if cache is not None:
+                s, e = it
+                key = text[s:e] if s or not first else ("first", text[s:e])
+                ids = cache.get(key)
             if ids is None:
                 missing.append(it)
                 keys.append(key)
             parts.append(ids)
         fresh = iter(zip(missing, keys, self._encode_pieces(text, missing) if missing else (), strict=True))
-        out = []
+        out: list[int] = []
         for part in parts:
             if isinstance(part, int):
                 out.append(part)
@@ -363,7 +358,8 @@ class _SplitTokenizer:
                 out.extend(part)
             else:
                 (s, e), key, ids = next(fresh)
-                cache.put(key, e - s, ids)
+                if cache is not None:
+                    cache.put(key, e - s, ids)
                 out.extend(ids)
         return out
 

@@ -618,6 +618,7 @@ class HttpUpstream:
         self._clients = clients
         # url -> its parsed URL and the request headers (our own clients: see _post)
         self._prepared: dict[str, tuple[httpx.URL, httpx.Headers]] = {}
+        self._json_headers = {**self._headers, "content-type": "application/json"}  # a streaming POST's own
         self._timeout_ext = self._timeout.as_dict()
         self._client = clients[0]  # plain requests (health, probes)
         self._busy = [0] * len(clients)  # the streams open on each client
@@ -633,7 +634,7 @@ class HttpUpstream:
         prepared = self._prepared.get(url)
         if prepared is None:
             headers = httpx.Headers(self._clients[0].headers)
-            headers.update({**self._headers, "content-type": "application/json"})
+            headers.update(self._json_headers)
             prepared = self._prepared[url] = (httpx.URL(url), headers)
         target, headers = prepared
         return httpx.Request("POST", target, content=content, headers=headers,
@@ -742,7 +743,7 @@ class HttpUpstream:
     ) -> AsyncGenerator[TokenChunk, None]:
         attempt = 0
         yielded = False
-        headers = {**self._headers, "content-type": "application/json"}
+        headers = self._json_headers
         t = self.timeouts
         while True:
             decoder = new_decoder()
