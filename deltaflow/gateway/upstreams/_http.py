@@ -42,7 +42,6 @@ import socket
 import struct
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from http.cookiejar import CookieJar
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
@@ -316,11 +315,35 @@ def _is_json(response: httpx.Response) -> bool:
     return "json" in response.headers.get("content-type", "").lower()
 
 
-class _NoCookies(CookieJar):
-    """A cookie jar that keeps nothing: an engine's answers set no cookies the gateway would send back."""
+class _NoCookies(httpx.Cookies):
+    """Cookies that keep nothing: an engine's answers set no cookies the gateway would send back.
 
-    def extract_cookies(self, response: Any, request: Any) -> None:
+    httpx takes the cookies of every answer by translating it and its request
+    for the standard library's jar (a URL parse and two adapter objects), even
+    for a jar that keeps nothing; these skip it.
+    """
+
+    def extract_cookies(self, response: httpx.Response) -> None:
         """Keep nothing."""
+
+    def set_cookie_header(self, request: httpx.Request) -> None:
+        """Send nothing."""
+
+
+_NO_COOKIES = _NoCookies()
+
+
+class _Client(httpx.AsyncClient):
+    """httpx's client whose cookies are :class:`_NoCookies` (the gateway's own clients)."""
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        """No cookies, ever."""
+        return _NO_COOKIES
+
+    @cookies.setter
+    def cookies(self, cookies: Any) -> None:
+        """Ignored: these clients keep no cookies."""
 
 
 class _Reader(Generic[T]):
@@ -607,11 +630,10 @@ class HttpUpstream:
             limits = httpx.Limits(max_connections=per, max_keepalive_connections=per,
                                   keepalive_expiry=t.keepalive_expiry)
             clients = tuple(
-                httpx.AsyncClient(
+                _Client(
                     timeout=self._timeout,
                     trust_env=False,  # engines are reached directly; a proxy from the environment is never wanted
                     transport=AutoTransport(limits=limits),
-                    cookies=_NoCookies(),  # engines set none; reading each answer's headers for them costs
                 )
                 for _ in range(shards)
             )

@@ -823,7 +823,7 @@ async def test_make_upstream() -> None:
         make_upstream("tgi", "http://e.invalid", flavor="vllm")
 
 
-async def test_the_prepared_post_is_what_build_request_makes() -> None:
+async def test_the_prepared_post_is_what_build_request_makes(monkeypatch: pytest.MonkeyPatch) -> None:
     # Our own clients send the streaming POST from a URL parsed and headers merged once per URL: the
     # request must be the one httpx's build_request makes, every time.
     up = LlamaCppUpstream("http://127.0.0.1:9", api_key=API_KEY, headers={"x-extra": "1"})
@@ -838,9 +838,15 @@ async def test_the_prepared_post_is_what_build_request_makes() -> None:
                 want.method, want.url, want.headers.multi_items(), want.content, want.extensions)
             assert ("authorization", f"Bearer {API_KEY}") in got.headers.multi_items()
         assert len(up._prepared) == 1
-        # An engine's cookie is not kept (so never sent back): reading answers for cookies is skipped.
+        # An engine's cookie is not kept (so never sent back), and the answer is not even translated for the
+        # standard library's cookie jar (a URL parse and two adapter objects per request).
+        def translated(*args: object) -> None:
+            raise AssertionError("the answer was translated for a cookie jar")
+
+        monkeypatch.setattr(httpx.Cookies, "_CookieCompatRequest", translated)
         answer = httpx.Response(200, headers={"set-cookie": "session=abc"}, request=got)
         client.cookies.extract_cookies(answer)
+        client.cookies = {"session": "abc"}  # ignored
         assert not client.cookies
     finally:
         await up.aclose()
