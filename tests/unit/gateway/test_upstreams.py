@@ -645,6 +645,19 @@ async def test_truncated_stream_is_closed(engine: ScriptedEngine) -> None:
     assert len(engine.seen("/completion")) == 2  # never retried after the first byte
 
 
+async def test_an_event_stream_is_read_as_utf8_whatever_charset_it_declares(engine: ScriptedEngine) -> None:
+    # The SSE standard: an event stream is always UTF-8. An engine that declares another charset still
+    # sends UTF-8, and reading it as Latin-1 would turn every non-ASCII character into mojibake.
+    text = "caf\u00e9 \u2014 \u65e5\u672c"
+    final = {"content": "", "stop": True, "stop_type": "eos", "tokens_predicted": 1, "tokens_evaluated": 1}
+    chunks = [b"data: " + json.dumps({"content": text, "stop": False}, ensure_ascii=False).encode() + b"\n\n",
+              b"data: " + json.dumps(final).encode() + b"\n\n"]
+    engine.script("/completion", Reply(content_type="text/event-stream; charset=latin-1", chunks=chunks))
+    async with LlamaCppUpstream(engine.base, timeouts=FAST) as up:
+        got = await collect(up.generate(UpstreamRequest(prompt="p")))
+    assert text_of(got) == text
+
+
 async def test_idle_timeout(engine: ScriptedEngine) -> None:
     engine.script("/completion", Reply(chunks=sse_events("llamacpp_completion.sse")[:1], hang=True))
     async with LlamaCppUpstream(engine.base, timeouts=Timeouts(first_byte=5.0, idle=0.3)) as up:
