@@ -798,8 +798,9 @@ class HttpUpstream:
                         raise _StreamFault("protocol", f"the upstream engine did not answer with an event stream"
                                            f" ({said or 'no content type'})", status=response.status_code)
                     got_event = False
-                    # An event stream is UTF-8 whatever its header says (the SSE standard); saying so
-                    # spares httpx parsing the content type with the email package, once per answer.
+                    # An event stream is UTF-8 whatever its header says (the SSE standard), and so is
+                    # NDJSON (JSON's); saying so spares httpx parsing the content type with the email
+                    # package, once per answer.
                     response.encoding = "utf-8"
                     reader: _Reader[Any] = _Reader(
                         response.aiter_lines() if ndjson else httpx_sse.EventSource(response).aiter_sse()
