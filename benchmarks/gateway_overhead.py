@@ -61,6 +61,11 @@ The machine may be shared: CPU time per token is robust to that (it is the
 gateway's own CPU time), wall-clock latencies are not. The report records
 the load average and the busiest other processes.
 
+The gateway child runs as ``deltaflow serve`` does: uvicorn's "auto" HTTP
+implementation and loop (``GW_HTTP`` / ``GW_LOOP`` override them, e.g.
+``h11`` / ``asyncio``) and the server's garbage-collector tuning
+(``GW_GC=default`` leaves CPython's collector as it is).
+
 Examples::
 
     python -m benchmarks gateway --quick               # a couple of minutes
@@ -731,7 +736,7 @@ def _serve_gateway(argv: list[str]) -> int:
         options={"max_connections": 2048},
     )
     engine = anyio.run(build_engine, [config])
-    app = create_app(engine, max_streams=None, heartbeat=15.0)
+    app = create_app(engine, max_streams=None, heartbeat=15.0, tune_gc=os.environ.get("GW_GC", "tuned") == "tuned")
     # IPPROTO_TCP, as uvicorn's own single-process bind (loop.create_server(host, port)) has it: asyncio sets
     # TCP_NODELAY on accepted connections only when the listening socket's proto is IPPROTO_TCP
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0 if a.proto0 else socket.IPPROTO_TCP)
@@ -2467,7 +2472,8 @@ def _server_stack() -> str:
         http = "httptools" if importlib.util.find_spec("httptools") else "h11"
     if loop == "auto":
         loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
-    return f"{http}, {loop} loop"
+    gc = "collector tuned" if os.environ.get("GW_GC", "tuned") == "tuned" else "default collector"
+    return f"{http}, {loop} loop, {gc}"
 
 
 def _worst(report: dict[str, Any]) -> tuple[str, int]:

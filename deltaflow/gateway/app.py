@@ -33,8 +33,8 @@ def create_gateway_app(config: GatewayConfig | str | os.PathLike[str] | None = N
 
     Args:
         config: the configuration, or a TOML file's path.
-        **options: :func:`~deltaflow.server.create_app` options; ``api_key`` and
-            ``signing_key`` default to ``$DELTAFLOW_API_KEY`` and ``$DELTAFLOW_SIGNING_KEY``,
+        **options: :func:`~deltaflow.server.create_app` options; ``tune_gc`` defaults to True,
+            ``api_key`` and ``signing_key`` to ``$DELTAFLOW_API_KEY`` and ``$DELTAFLOW_SIGNING_KEY``,
             ``response_store`` to an SQLite file at ``$DELTAFLOW_RESPONSE_STORE`` (WAL: every
             worker opens the same file, so ``previous_response_id`` resolves on any of them).
 
@@ -58,4 +58,5 @@ def create_gateway_app(config: GatewayConfig | str | os.PathLike[str] | None = N
         options["response_store"] = SQLiteResponseStore(store_path)  # one file shared by every worker
     options.setdefault("api_key", os.environ.get("DELTAFLOW_API_KEY") or None)
     options.setdefault("signing_key", os.environ.get("DELTAFLOW_SIGNING_KEY") or None)
+    options.setdefault("tune_gc", True)  # a worker process of its own (see deltaflow.server.collector)
     return create_app(engine, **options)

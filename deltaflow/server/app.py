@@ -124,6 +124,7 @@ from ..sinks.sse import OpenStream, SSEResponse, run_framed
 from ..stages.assembler import Usage
 from ..stages.tool_feeder import check_tool_calls_in_reasoning
 from ..tools import ToolSpec, normalize_tools
+from .collector import tune_collector
 from .engine import Engine, EngineRequest, FunctionEngine, ModelInfo, ReplayEngine
 from .limits import BodyTooLarge, EngineIdleError, StreamSlots, idle_guard, key_matches, read_body
 from .store import MemoryResponseStore, ResponseStore, StoredResponse
@@ -1236,6 +1237,7 @@ def create_app(
     unsupported_tools: str = "refuse",
     blank_separators: str = "drop",
     coalesce: bool | None = None,
+    tune_gc: bool = False,
 ) -> Starlette:
     """Build the ASGI app.
 
@@ -1302,6 +1304,10 @@ def create_app(
             ``coalesce = True`` (the gateway's engine does: its upstream's
             events come in socket reads), off otherwise (each chunk its own
             deltas and write).
+        tune_gc: at startup, tune the process's garbage collector for
+            serving many streams (:func:`~deltaflow.server.collector.tune_collector`:
+            it acts on the whole process). ``deltaflow serve`` and the worker
+            factory turn it on; off by default for an app embedded in another.
 
     Returns:
         A Starlette application.
@@ -1502,6 +1508,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if tune_gc:
+            tune_collector()
         try:
             yield
         finally:

@@ -65,3 +65,30 @@ def test_unsupported_tools_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit) as exc:
         _serve(monkeypatch, ["--unsupported-tools", "drop"])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize(("argv", "tuned"), [([], True), (["--no-gc-tuning"], False)])
+def test_serve_tunes_the_collector_unless_told_not_to(monkeypatch: pytest.MonkeyPatch, argv: list[str],
+                                                      tuned: bool) -> None:
+    """The served app tunes the process's garbage collector at startup (deltaflow.server.collector)."""
+    import gc
+
+    from deltaflow.server.collector import SERVER_GC_THRESHOLDS
+
+    before = gc.get_threshold()
+    gc.unfreeze()
+    gc.set_threshold(700, 10, 10)
+    try:
+        status, app = _serve(monkeypatch, argv)
+
+        async def start() -> None:
+            async with app.router.lifespan_context(app):
+                pass
+
+        anyio.run(start)
+        assert status == 0
+        assert (gc.get_threshold() == SERVER_GC_THRESHOLDS) is tuned
+        assert (gc.get_freeze_count() > 0) is tuned
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
