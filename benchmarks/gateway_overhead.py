@@ -736,7 +736,7 @@ def _serve_gateway(argv: list[str]) -> int:
         options={"max_connections": 2048},
     )
     engine = anyio.run(build_engine, [config])
-    app = create_app(engine, max_streams=None, heartbeat=15.0, tune_gc=os.environ.get("GW_GC", "tuned") == "tuned")
+    app = create_app(engine, max_streams=None, heartbeat=15.0, tune_gc=_gc_tuned())
     # IPPROTO_TCP, as uvicorn's own single-process bind (loop.create_server(host, port)) has it: asyncio sets
     # TCP_NODELAY on accepted connections only when the listening socket's proto is IPPROTO_TCP
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0 if a.proto0 else socket.IPPROTO_TCP)
@@ -2472,8 +2472,13 @@ def _server_stack() -> str:
         http = "httptools" if importlib.util.find_spec("httptools") else "h11"
     if loop == "auto":
         loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
-    gc = "collector tuned" if os.environ.get("GW_GC", "tuned") == "tuned" else "default collector"
+    gc = "collector tuned" if _gc_tuned() else "default collector"
     return f"{http}, {loop} loop, {gc}"
+
+
+def _gc_tuned() -> bool:
+    """Whether the gateway child tunes its garbage collector as ``deltaflow serve`` does (``GW_GC=default``: no)."""
+    return os.environ.get("GW_GC", "tuned") == "tuned"
 
 
 def _worst(report: dict[str, Any]) -> tuple[str, int]:

@@ -620,31 +620,26 @@ def _partial_end(text: str, ends: tuple[str, ...], longest: int, starts: str | N
     The longest suffix of ``text`` that some end text starts with. Such a suffix
     begins with an end text's first character, so only the places of those
     characters in the last ``longest`` characters are tried, leftmost (longest)
-    first: most tokens have none, and are answered with a ``find`` or two.
+    first.
 
     ``starts``: the first characters of ``ends`` (computed when not given).
     """
     tail = text[-longest:]
     if starts is None:
         starts = "".join({e[0] for e in ends if e})
-    if len(starts) == 1:
-        p = tail.find(starts)
-        while p >= 0:
-            rest = tail[p:]
-            for e in ends:
-                if e.startswith(rest):
-                    return len(tail) - p
-            p = tail.find(starts, p + 1)
-        return 0
-    found = [q for q in map(tail.find, starts) if q >= 0]
-    while found:
-        p = min(found)
+    p = _first_of(tail, starts, 0)
+    while p >= 0:
         rest = tail[p:]
         for e in ends:
             if e.startswith(rest):
                 return len(tail) - p
-        found = [q for q in (tail.find(c, p + 1) for c in starts) if q >= 0]
+        p = _first_of(tail, starts, p + 1)
     return 0
+
+
+def _first_of(text: str, chars: str, at: int) -> int:
+    """The first place from ``at`` of any of ``chars`` in ``text``, or -1."""
+    return min((q for c in chars if (q := text.find(c, at)) >= 0), default=-1)
 
 
 def _logprobs(request: EngineRequest) -> int | None:

@@ -358,11 +358,10 @@ class _Reader(Generic[T]):
     connection on the way out).
     """
 
-    __slots__ = ("_it", "finished", "step")
+    __slots__ = ("_it", "finished")
 
     def __init__(self, it: AsyncIterator[T]) -> None:
         self._it = it
-        self.step = it.__anext__  # the bare step, for a caller that keeps ``finished`` itself (as next() does)
         self.finished = False
 
     async def next(self) -> T | None:
@@ -806,7 +805,6 @@ class HttpUpstream:
                     reader: _Reader[Any] = _Reader(
                         response.aiter_lines() if ndjson else httpx_sse.EventSource(response).aiter_sse()
                     )
-                    step = reader.step
                     sock = _socket_of(response)
                     watch = _IdleWatch(t.idle, sock)
                     scopeless = watch.scopeless
@@ -818,24 +816,7 @@ class HttpUpstream:
                             # at all where it can shut the socket down, else a deadline-free scope per
                             # wait. Only the wait is inside a scope: the chunks are yielded outside it.
                             try:
-                                if got_event and scopeless and not ndjson:
-                                    # Most events: _next_event and _Reader.next inline (two coroutines
-                                    # less per token).
-                                    watch.enter()
-                                    while True:
-                                        try:
-                                            item = await step()
-                                        except StopAsyncIteration:
-                                            reader.finished = True
-                                            data = None
-                                            break
-                                        except BaseException:
-                                            reader.finished = True  # an exception unwound the whole chain
-                                            raise
-                                        if item.data:
-                                            data = item.data
-                                            break
-                                elif got_event and scopeless:
+                                if got_event and scopeless:
                                     watch.enter()
                                     data = await self._next_event(reader, ndjson)
                                 else:

@@ -16,14 +16,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(app: Any, *, lifespan: str = "off", loop: str = "auto") -> tuple[uvicorn.Server, threading.Thread, str]:
+def start_server(app: Any, *, lifespan: str = "off") -> tuple[uvicorn.Server, threading.Thread, str]:
     """Start ``app`` under uvicorn in a thread; returns the server, the thread and the base URL.
 
-    ``lifespan="on"`` runs the app's startup and shutdown (the gateway closes its upstream clients there);
-    ``loop`` is uvicorn's (``"auto"``: uvloop where installed, as ``deltaflow serve`` runs)."""
+    ``lifespan="on"`` runs the app's startup and shutdown (the gateway closes its upstream clients there).
+    uvicorn's loop is its "auto" choice (uvloop where installed), as ``deltaflow serve`` runs."""
     port = _free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan, loop=loop)
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
