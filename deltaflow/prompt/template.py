@@ -71,6 +71,7 @@ import jinja2.ext
 import jinja2.meta
 import jinja2.nodes
 import jinja2.parser
+import jinja2.runtime
 import jinja2.sandbox
 import jinja2.utils
 
@@ -237,17 +238,63 @@ class _SafeNamespace(jinja2.utils.Namespace):
         super().__setitem__(name, value)
 
 
+# The attributes of a dict (its methods): ``message.role`` on a dict that has no such attribute is the item.
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+# Types whose attribute safety depends on the type and the name alone: the plain JSON data templates see,
+# a loop's ``loop`` and a ``namespace()``.
+_PLAIN_TYPES = frozenset({str, dict, list, int, float, bool, type(None), jinja2.runtime.LoopContext, _SafeNamespace})
+_SAFETY_CACHE_SIZE = 4096
+
+
+class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
+    """Jinja's immutable sandbox with the same decisions, made once per type and name for plain data.
+
+    ``message.role`` on a dict first asks the dict for an attribute ``role``
+    (raising and catching an ``AttributeError``) and only then for the item;
+    ``text.startswith`` checks the attribute's safety with a dozen
+    ``isinstance`` tests. For the plain JSON types templates see (and
+    ``loop`` and ``namespace()``), the answer depends only on the type and
+    the name: dict items are looked up directly
+    when the name is no dict attribute, and safety is remembered per
+    ``(type, name)`` (bounded; the names come from the template's source).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._safety: dict[tuple[type, str], bool] = {}
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        return super().getattr(obj, attribute)
+
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        kind = type(obj)
+        if kind not in _PLAIN_TYPES:
+            return super().is_safe_attribute(obj, attr, value)
+        key = (kind, attr)
+        safe = self._safety.get(key)
+        if safe is None:
+            safe = super().is_safe_attribute(obj, attr, value)
+            if len(self._safety) < _SAFETY_CACHE_SIZE:
+                self._safety[key] = safe
+        return safe
+
+
 _ENV_LOCK = threading.Lock()
-_ENV: jinja2.sandbox.ImmutableSandboxedEnvironment | None = None
+_ENV: _Sandbox | None = None
 
 
-def _environment() -> jinja2.sandbox.ImmutableSandboxedEnvironment:
+def _environment() -> _Sandbox:
     """The one Jinja environment every chat template compiles in (built on first use)."""
     global _ENV
     if _ENV is None:
         with _ENV_LOCK:
             if _ENV is None:
-                env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+                env = _Sandbox(
                     trim_blocks=True,
                     lstrip_blocks=True,
                     extensions=[GenerationExtension, jinja2.ext.loopcontrols],
@@ -302,10 +349,11 @@ def _plain(value: Any) -> Any:
     kind = type(value)
     if value is None or kind is str or kind is int or kind is float or kind is bool:
         return value
-    if kind is dict:  # the common containers by their exact type first (isinstance of Mapping is slow)
-        return {_plain(k): _plain(v) for k, v in value.items()}
+    # The common containers by their exact type first (isinstance of Mapping is slow), their strings without a call.
+    if kind is dict:
+        return {(k if type(k) is str else _plain(k)): (v if type(v) is str else _plain(v)) for k, v in value.items()}
     if kind is list:
-        return [_plain(v) for v in value]
+        return [v if type(v) is str else _plain(v) for v in value]
     if isinstance(value, str):
         return str.__str__(value)
     if isinstance(value, int):

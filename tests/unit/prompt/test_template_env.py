@@ -157,6 +157,52 @@ def test_sandbox_refuses(source: str) -> None:
         render(source)
 
 
+def test_sandbox_refuses_every_time(source: str = "{{ messages[0].__class__ }}{{ messages.append }}") -> None:
+    """The sandbox remembers attribute safety per type and name: the second render refuses as the first did."""
+    for _ in range(2):
+        with pytest.raises(TemplateError, match="SecurityError"):
+            render("{% set x = [] %}{{ x.append(1) }}")
+    assert render(source) == ""  # unsafe attributes are undefined, printed as nothing
+    assert render(source) == ""
+
+
+_NAMES = ["role", "content", "items", "keys", "get", "clear", "pop", "update", "append", "startswith", "upper",
+          "split", "format", "__class__", "__len__", "_private", "mro", "index", "missing", "real"]
+
+
+@pytest.mark.parametrize("name", _NAMES)
+def test_sandbox_attributes_match_jinja_immutable_sandbox(name: str) -> None:
+    """Every ``obj.name`` the template environment answers is what Jinja's own immutable sandbox answers."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from deltaflow.prompt.template import _environment
+
+    ours, theirs = _environment(), ImmutableSandboxedEnvironment()
+    objects: list[Any] = [
+        {"role": "user", "content": "hi", "items": "an item", "clear": 1},
+        {},
+        "text",
+        ["a"],
+        3,
+        1.5,
+        True,
+        None,
+        ours.globals["namespace"](role="x"),
+    ]
+    for obj in objects:
+        for _ in range(2):  # cold, then from the remembered answer
+            got, want = ours.getattr(obj, name), theirs.getattr(obj, name)
+            assert type(got) is type(want), (obj, name)
+            if isinstance(want, jinja2.Undefined):
+                assert str(getattr(got, "_undefined_hint", None)) == str(getattr(want, "_undefined_hint", None))
+            elif name == "format":  # the sandbox wraps str.format anew each time
+                assert got.__qualname__ == want.__qualname__
+            else:
+                assert got == want, (obj, name)
+    loop_source = "{% for m in messages %}{{ loop.index }}{{ loop.__class__ }}{{ loop.last }}{% endfor %}"
+    assert render(loop_source, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]) == "1False2True"
+
+
 def test_plain_jinja_allows_what_the_sandbox_refuses() -> None:
     assert "object" in plain("{{ ().__class__.__mro__ }}")
     assert plain("{% set x = [] %}{{ x.append(1) }}{{ x }}") == "None[1]"
