@@ -34,6 +34,7 @@ objects; ``generate`` is not used for such a model.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -118,9 +119,13 @@ class GatewayModel:
     description: str = ""
     clamp_max_tokens: bool = False
 
-    @property
+    @functools.cached_property
     def passthrough(self) -> bool:
-        """Whether the upstream speaks Chat Completions itself (renders the prompt and parses the output)."""
+        """Whether the upstream speaks Chat Completions itself (renders the prompt and parses the output).
+
+        Found once: a check against a runtime-checkable protocol inspects the
+        class's attributes each time (it showed in the per-request profile).
+        """
         return isinstance(self.upstream, ChatUpstream)
 
     def stop_texts(self) -> tuple[str, ...]:

@@ -161,6 +161,12 @@ def _marker_table(markers: tuple[str, ...]) -> _MarkerTable:
     )
 
 
+@functools.lru_cache(maxsize=32)
+def _marker_table_of(markers: tuple[str, ...]) -> _MarkerTable:
+    """The table of the markers as given (a tokenizer's tuple): sorted, deduplicated and built once per tuple."""
+    return _marker_table(tuple(sorted({m for m in markers if m}, key=lambda m: (-len(m), m))))
+
+
 class PlaceholderOverflowError(DeltaflowError, ValueError):
     """More distinct texts to protect than there are placeholders (131068)."""
 
@@ -198,7 +204,7 @@ class Protector:
     """
 
     def __init__(self, markers: Iterable[str]) -> None:
-        table = _marker_table(tuple(sorted({m for m in markers if m}, key=lambda m: (-len(m), m))))
+        table = _marker_table_of(markers if isinstance(markers, tuple) else tuple(markers))
         self._markers = table.markers
         self._untrusted_re = table.pattern
         self._prefixes = table.prefixes
