@@ -771,6 +771,83 @@ def _serve_gateway(argv: list[str]) -> int:
     os._exit(0)  # the stdin watcher thread is still blocked in read()
 
 
+def _serve_forwarder(argv: list[str]) -> int:
+    """A bare forwarder, the reference for the gateway's added TTFT: what any Python proxy on this stack adds.
+
+    A raw ASGI app (no framework) on the gateway's uvicorn (same HTTP implementation, loop, core and
+    socket), which posts each request's body unchanged to the upstream's ``/completion`` with aiohttp (the
+    gateway's upstream client) and writes every chunk of the answer back as it arrives: no validation,
+    template, tokenizer, parsing or framing.
+    """
+    ap = argparse.ArgumentParser(prog="gateway_overhead _forwarder")
+    ap.add_argument("--upstream", required=True)
+    a = ap.parse_args(argv)
+    _raise_nofile()
+    where = _pin(GATEWAY_CORE)
+    import aiohttp
+    import uvicorn
+
+    target = a.upstream.rstrip("/") + "/completion"
+    state: dict[str, Any] = {}
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    state["session"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await state["session"].close()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = {"content-type": "application/json"}
+        async with state["session"].post(target, data=body, headers=headers) as answer:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": answer.status,
+                    "headers": [(b"content-type", answer.headers.get("content-type", "").encode())],
+                }
+            )
+            async for chunk in answer.content.iter_any():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.listen(4096)
+    _exit_with_parent()
+    cfg = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        http=os.environ.get("GW_HTTP", "auto"),
+        loop=os.environ.get("GW_LOOP", "auto"),
+        backlog=4096,
+        timeout_keep_alive=60,
+        timeout_graceful_shutdown=3,
+    )
+    print(MARK + json.dumps({"port": port, "pinned": where}), flush=True)
+    try:
+        uvicorn.Server(cfg).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    sys.stdout.flush()
+    os._exit(0)  # the stdin watcher thread is still blocked in read()
+
+
 def _run_profiled(server: Any, sock: socket.socket, tool: str, out: str) -> None:
     if tool == "cprofile":
         import cProfile
@@ -1598,17 +1675,21 @@ class Env:
         sendlog: bool = False,
         truncate: int = 0,
         ramp: float = 0.0,
+        via: Child | None = None,
     ) -> dict[str, Any]:
+        """Run one cell; ``via``: a server in the gateway's place that speaks the upstream's protocol
+        (the forwarder), its CPU counted as the gateway's."""
         gateway = target == "gateway"
+        port = self.gw_port if gateway else self.up_port if via is None else int(via.info["port"])
         spec = {
             "kind": "streams",
             "protocol": protocol if gateway else "upstream",
-            "port": self.gw_port if gateway else self.up_port,
+            "port": port,
             "concurrency": n,
             "total": total,
             "prompt": prompt,
             "tag": tag,
-            "gw_pid": self.gw.pid if gateway else None,
+            "gw_pid": self.gw.pid if gateway else via.pid if via is not None else None,
             "up_pid": self.up.pid,
             "up_port": self.up_port,
             "sendlog": sendlog,
@@ -1680,6 +1761,19 @@ def measure_ttft(env: Env) -> list[dict[str, Any]]:
         floors[prompt] = _cell_row("ttft", "upstream", "upstream", 1, r) | {"prompt": prompt}
         rows.append(floors[prompt])
         _say(f"  ttft floor {prompt}: {_fmt_ms(floors[prompt].get('ttft_ms'))}")
+    # The reference: a bare forwarder on the same stack and core (see _serve_forwarder), the short prompt's body.
+    fwd = Child("_forwarder", "--upstream", f"http://127.0.0.1:{env.up_port}")
+    try:
+        r = env.streams("forwarder", "upstream", 1, runs, via=fwd)
+    finally:
+        fwd.stop()
+    row = _cell_row("ttft", "forwarder", "upstream", 1, r) | {"prompt": "short"}
+    f = floors["short"]
+    if row["status"] == "OK" and f["status"] == "OK":
+        row["added_ms"] = {q: row["ttft_ms"][q] - f["ttft_ms"][q] for q in ("median", "p99")}
+        row["ratio"] = row["ttft_ms"]["median"] / f["ttft_ms"]["median"]
+    rows.append(row)
+    _say(f"  ttft short through a bare forwarder: {_fmt_ms(row.get('ttft_ms'))} added {row.get('added_ms')}")
     for prompt, proto in cases:
         # the same body every time (one conversation, repeated): the template is compiled once, then cached
         r = env.streams("gateway", proto, 1, runs, prompt=prompt, tag=False)
@@ -1730,25 +1824,44 @@ def measure_scale(env: Env, ns: Sequence[int], paced: bool) -> list[dict[str, An
     rows = []
     env.mode("paced" if paced else "full", log=paced)
     kind = "paced" if paced else "full"
-    for n in ns:
-        # one wave of n streams (256 tokens each); one stream at a time: 20 (--quick) or 100 in a row
-        total = n if n > 1 or paced else (20 if env.quick else 100)
-        ramp = RAMP_S if n >= 1000 else 0.0
-        r = env.streams("upstream", "upstream", n, total, sendlog=paced, ramp=ramp)
-        floor = _cell_row(kind, "upstream", "upstream", n, r) | {"ramp_s": ramp}
-        rows.append(floor)
-        _say(f"  {kind} floor n={n}: {_brief(floor)}")
-        for proto in PROTOCOLS:
-            r = env.streams("gateway", proto, n, total, sendlog=paced, ramp=ramp)
-            row = _cell_row(kind, "gateway", proto, n, r) | {"ramp_s": ramp}
-            if row["status"] == "OK" and floor["status"] == "OK":
-                if paced and row.get("delay_ms") and floor.get("delay_ms"):
-                    row["added_delay_ms"] = {q: row["delay_ms"][q] - floor["delay_ms"][q] for q in ("median", "p99")}
-                if not paced and row.get("gap_us") and floor.get("gap_us"):
-                    row["added_gap_us"] = row["gap_us"]["median"] - floor["gap_us"]["median"]
-            rows.append(row)
-            _say(f"  {kind} {proto} n={n}: {_brief(row)}")
+    # At full speed, also the bare forwarder (the reference: see _serve_forwarder) in the gateway's place.
+    fwd = None if paced else Child("_forwarder", "--upstream", f"http://127.0.0.1:{env.up_port}")
+    try:
+        for n in ns:
+            rows += _scale_cells(env, n, kind, fwd)
+    finally:
+        if fwd is not None:
+            fwd.stop()
     env.mode("full", log=False)
+    return rows
+
+
+def _scale_cells(env: Env, n: int, kind: str, fwd: Child | None) -> list[dict[str, Any]]:
+    """The cells of one concurrency: the floor, the forwarder (when given), the gateway in each protocol."""
+    paced = kind == "paced"
+    rows = []
+    # one wave of n streams (256 tokens each); one stream at a time: 20 (--quick) or 100 in a row
+    total = n if n > 1 or paced else (20 if env.quick else 100)
+    ramp = RAMP_S if n >= 1000 else 0.0
+    r = env.streams("upstream", "upstream", n, total, sendlog=paced, ramp=ramp)
+    floor = _cell_row(kind, "upstream", "upstream", n, r) | {"ramp_s": ramp}
+    rows.append(floor)
+    _say(f"  {kind} floor n={n}: {_brief(floor)}")
+    if fwd is not None:
+        r = env.streams("forwarder", "upstream", n, total, ramp=ramp, via=fwd)
+        row = _cell_row(kind, "forwarder", "upstream", n, r) | {"ramp_s": ramp}
+        rows.append(row)
+        _say(f"  {kind} bare forwarder n={n}: {_brief(row)}")
+    for proto in PROTOCOLS:
+        r = env.streams("gateway", proto, n, total, sendlog=paced, ramp=ramp)
+        row = _cell_row(kind, "gateway", proto, n, r) | {"ramp_s": ramp}
+        if row["status"] == "OK" and floor["status"] == "OK":
+            if paced and row.get("delay_ms") and floor.get("delay_ms"):
+                row["added_delay_ms"] = {q: row["delay_ms"][q] - floor["delay_ms"][q] for q in ("median", "p99")}
+            if not paced and row.get("gap_us") and floor.get("gap_us"):
+                row["added_gap_us"] = row["gap_us"]["median"] - floor["gap_us"]["median"]
+        rows.append(row)
+        _say(f"  {kind} {proto} n={n}: {_brief(row)}")
     return rows
 
 
@@ -2060,7 +2173,7 @@ def render(report: dict[str, Any]) -> str:
         ]
         floors = {r["prompt"]: r for r in ttft if r["target"] == "upstream"}
         for r in ttft:
-            if r["target"] != "gateway":
+            if r["target"] not in ("gateway", "forwarder"):
                 continue
             f = floors.get(r["prompt"], {})
             if r["status"] != "OK":
@@ -2070,6 +2183,8 @@ def render(report: dict[str, Any]) -> str:
             label = r["prompt"] + (
                 " (socket bound as by uvicorn --workers: no TCP_NODELAY)" if r.get("variant") else ""
             )
+            if r["target"] == "forwarder":
+                label += ", reference: a bare forwarder (no gateway)"
             lines.append(
                 f"| {label} | {r['protocol']} | {r['streams']} | {_f(f.get('ttft_ms', {}).get('median'), '.3f')} / "
                 f"{_f(f.get('ttft_ms', {}).get('p99'), '.3f')} | "
@@ -2085,6 +2200,12 @@ def render(report: dict[str, Any]) -> str:
             "first token costs the gateway, robust on a shared machine. Per 256-token request: the whole "
             "stream.",
             "",
+            "The bare forwarder (reference, not the gateway) is a raw ASGI app on the gateway's uvicorn, loop "
+            "and core that posts the short prompt's upstream body to the upstream with aiohttp and writes each "
+            "chunk of the answer back as it comes: no validation, template, tokenizer, parsing or framing. What "
+            "it adds is what any Python proxy on this stack adds on this machine; the rest of the gateway's "
+            "added time is deltaflow's work.",
+            "",
         ]
     for kind, title in (
         ("full", "Per token, upstream at full speed"),
@@ -2099,7 +2220,9 @@ def render(report: dict[str, Any]) -> str:
                 "Gateway CPU per token: the gateway process's CPU time (all threads) over the cell / upstream "
                 "tokens forwarded. Gap: a stream's mean time between output events at the client. The floor "
                 "rows are the load generator reading the fake upstream directly: their CPU columns are what "
-                "the load generator and the upstream cost alone.",
+                "the load generator and the upstream cost alone. The bare forwarder rows (a reference, not the "
+                "gateway: see the time-to-first-token section) put a proxy that does no work in the gateway's "
+                "place: its CPU is in the gateway columns.",
                 "",
                 "| streams | target | protocol | tokens | wall tok/s | gateway CPU µs/token | gateway tokens per "
                 "CPU-s | gateway core busy | gap µs (floor) | added gap µs | TTFT median / p99 ms "
@@ -2117,7 +2240,7 @@ def render(report: dict[str, Any]) -> str:
                 "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
             ]
         for r in rows:
-            tgt = "upstream" if r["target"] == "upstream" else "gateway"
+            tgt = {"upstream": "upstream", "forwarder": "bare forwarder (reference)"}.get(r["target"], "gateway")
             if r["status"] != "OK":
                 lines.append(f"| {r['concurrency']} | {tgt} | {r['protocol']} | FAIL: {r.get('error')} |")
                 continue
@@ -2305,6 +2428,20 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
                     "verdict": _verdict(g["gw_tokens_per_cpu_s"], TARGETS["tokens_per_s_1000"], True),
                 }
             )
+    fwd = next((r for r in full if r["target"] == "forwarder" and r["concurrency"] == 1000), None)
+    if fwd is not None and fwd.get("gw_tokens_per_cpu_s"):
+        rows.append(
+            {
+                "figure": "reference: a bare forwarder (no gateway), 1,000 streams",
+                "floor": "-",
+                "gateway": f"{fwd['gw_tokens_per_cpu_s']:,.0f} per CPU-s "
+                f"({fwd['gw_cpu_us_per_token']:.1f} µs per token)",
+                "added": "-",
+                "ratio": "-",
+                "target": "-",
+                "verdict": "-",
+            }
+        )
     for r in report.get("memory") or []:
         if r["status"] == "OK":
             rows.append(
@@ -2495,7 +2632,12 @@ def _worst(report: dict[str, Any]) -> tuple[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     if argv and argv[0].startswith("_"):
-        role = {"_upstream": _serve_upstream, "_gateway": _serve_gateway, "_loadgen": _loadgen}[argv[0]]
+        role = {
+            "_upstream": _serve_upstream,
+            "_gateway": _serve_gateway,
+            "_forwarder": _serve_forwarder,
+            "_loadgen": _loadgen,
+        }[argv[0]]
         return role(argv[1:])
     a = _args(argv)
     from .timing import machine_info
