@@ -185,7 +185,13 @@ class AutoTransport(httpx.AsyncBaseTransport):
             for k, v in request.headers.raw
             if k.lower() not in (b"content-length", b"transfer-encoding")
         ]
-        data = await request.aread() or None
+        # The body's parts, read without httpx keeping a copy in the request (the gateway lets a body go
+        # once its answer has started: see _http._SentBody).
+        stream = request.stream
+        if isinstance(stream, httpx.AsyncByteStream):
+            data = b"".join([part async for part in stream]) or None
+        else:
+            data = b"".join(stream) or None
         url = request.url
         if url.userinfo:  # httpx has turned it into the Authorization header; aiohttp refuses both at once
             url = url.copy_with(userinfo=b"")

@@ -40,7 +40,7 @@ import asyncio
 import math
 import socket
 import struct
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -346,6 +346,35 @@ class _Client(httpx.AsyncClient):
         """Ignored: these clients keep no cookies."""
 
 
+class _SentBody(httpx.AsyncByteStream, httpx.SyncByteStream):
+    """A request body that can be let go once no retry can need it.
+
+    httpx keeps a bytes body in its request (and the request in its response)
+    for the whole answer; for a long agent conversation that is the rendered
+    prompt and its token ids, tens of kilobytes per open stream. This body
+    gives its bytes to the transport as often as asked until :meth:`release`,
+    after which the stream's memory no longer holds them.
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self._data
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self._data
+
+    def release(self) -> None:
+        """Drop the bytes (a later read gets none)."""
+        self._data = b""
+
+
 class _Reader(Generic[T]):
     """Steps one of httpx's response iterators, and unwinds it when abandoned.
 
@@ -645,21 +674,27 @@ class HttpUpstream:
         self._client = clients[0]  # plain requests (health, probes)
         self._busy = [0] * len(clients)  # the streams open on each client
 
-    def _post(self, url: str, content: bytes) -> httpx.Request:
-        """The streaming POST of ``content`` to ``url``, as ``build_request`` makes it for our own clients.
+    def _post(self, url: str, body: _SentBody) -> httpx.Request:
+        """The streaming POST of ``body`` to ``url``, as ``build_request`` makes it for our own clients.
 
         The same URL, headers (the clients' defaults, ours, the JSON content
-        type), body and timeouts; the URL is parsed and the headers merged once
-        per URL instead of at every request (a tenth of a millisecond of the
-        first token's time). Our clients keep no cookies and add no parameters.
+        type and the body's length), body and timeouts; the URL is parsed and
+        the headers merged once per URL instead of at every request (a tenth
+        of a millisecond of the first token's time). Our clients keep no
+        cookies and add no parameters. The request holds ``body``, not its
+        bytes: releasing it lets them go.
         """
         prepared = self._prepared.get(url)
         if prepared is None:
-            headers = httpx.Headers(self._clients[0].headers)
-            headers.update(self._json_headers)
-            prepared = self._prepared[url] = (httpx.URL(url), headers)
+            target = httpx.URL(url)
+            merged = httpx.Headers(self._clients[0].headers)
+            merged.update(self._json_headers)
+            # A request made with stream= gets no automatic headers: Host first, as httpx writes it.
+            prepared = self._prepared[url] = (target, httpx.Headers([(b"Host", target.netloc), *merged.raw]))
         target, headers = prepared
-        return httpx.Request("POST", target, content=content, headers=headers,
+        headers = headers.copy()
+        headers["Content-Length"] = str(len(body))
+        return httpx.Request("POST", target, stream=body, headers=headers,
                              extensions={"timeout": self._timeout_ext})
 
     # -- errors -------------------------------------------------------------------------------------------------
@@ -774,7 +809,8 @@ class HttpUpstream:
                 busy = self._busy
                 shard = busy.index(min(busy)) if len(busy) > 1 else 0
                 client = self._clients[shard]
-                request = (self._post(url, content) if self._owns_client else
+                sent = _SentBody(content)
+                request = (self._post(url, sent) if self._owns_client else
                            client.build_request("POST", url, content=content, headers=headers, timeout=self._timeout))
                 busy[shard] += 1
                 try:
@@ -851,7 +887,11 @@ class HttpUpstream:
                             scope = None
                             got_event = True
                             for chunk in decoder.feed(data):
-                                yielded = True
+                                if not yielded:
+                                    # No retry after the first chunk: the body is let go (see _SentBody).
+                                    yielded = True
+                                    sent.release()
+                                    content = b""
                                 yield chunk
                     finally:
                         watch.cancel()

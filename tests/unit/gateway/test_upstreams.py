@@ -41,6 +41,7 @@ from deltaflow.gateway.upstreams import (
     make_upstream,
     probe_llamacpp,
 )
+from deltaflow.gateway.upstreams._http import _SentBody
 from deltaflow.items import EngineUsage, TokenChunk
 
 pytestmark = pytest.mark.anyio
@@ -693,6 +694,38 @@ async def test_retry_once_before_the_first_byte(engine: ScriptedEngine) -> None:
     assert err.status == 503 and len(engine.seen("/completion")) == 1
 
 
+async def test_the_body_is_sent_whole_on_a_retry_and_let_go_at_the_first_chunk(
+    engine: ScriptedEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stream keeps no copy of its request body once its answer has started (a long conversation's prompt and
+    # ids are tens of kilobytes per open stream); before that, a retry sends it whole again.
+    released: list[int] = []
+    real_release = _SentBody.release
+
+    def release(self: _SentBody) -> None:
+        released.append(len(self))
+        real_release(self)
+
+    monkeypatch.setattr(_SentBody, "release", release)
+    busy = Reply(503, "application/json", [b'{"error": {"code": 503, "message": "Loading model"}}'])
+    engine.script("/completion", busy, Reply(chunks=sse_events("llamacpp_completion.sse")))
+    async with LlamaCppUpstream(engine.base, timeouts=FAST, retry_backoff=0) as up:
+        stream = up.generate(UpstreamRequest(prompt="p", prompt_ids=PROMPT_IDS))
+        first = await stream.__anext__()
+        assert first.text == ".moves" and len(released) == 1 and released[0] > len(str(PROMPT_IDS))
+        rest = [c async for c in stream]
+    assert rest[-1].finish_reason == "length" and len(released) == 1
+    first_try, second_try = engine.seen("/completion")
+    assert first_try.body == second_try.body and first_try.body["prompt"] == PROMPT_IDS
+
+
+def test_a_sent_body_gives_its_bytes_until_released() -> None:
+    body = _SentBody(b"abc")
+    assert len(body) == 3 and list(body) == [b"abc"] and list(body) == [b"abc"]
+    body.release()
+    assert len(body) == 0 and list(body) == [b""]
+
+
 async def test_a_stream_left_open_after_its_final_event_ends_normally(engine: ScriptedEngine) -> None:
     engine.script("/completion", Reply(chunks=sse_events("llamacpp_completion.sse"), hang=True))
     async with LlamaCppUpstream(engine.base, timeouts=Timeouts(first_byte=5.0, idle=0.3)) as up:
@@ -846,9 +879,9 @@ async def test_the_prepared_post_is_what_build_request_makes(monkeypatch: pytest
         for content in (b'{"prompt": [1, 2]}', b'{"prompt": "other"}'):  # the second reuses the prepared parts
             want = client.build_request("POST", url, content=content, timeout=up._timeout,
                                         headers={**up._headers, "content-type": "application/json"})
-            got = up._post(url, content)
-            assert (got.method, got.url, got.headers.multi_items(), got.content, got.extensions) == (
-                want.method, want.url, want.headers.multi_items(), want.content, want.extensions)
+            got = up._post(url, _SentBody(content))
+            assert (got.method, got.url, got.headers.raw, await got.aread(), got.extensions) == (
+                want.method, want.url, want.headers.raw, want.content, want.extensions)
             assert ("authorization", f"Bearer {API_KEY}") in got.headers.multi_items()
         assert len(up._prepared) == 1
         # An engine's cookie is not kept (so never sent back), and the answer is not even translated for the
