@@ -716,7 +716,6 @@ def _serve_gateway(argv: list[str]) -> int:
 
     import anyio
     import structlog
-    import uvicorn
 
     from deltaflow.gateway.config import ModelConfig, build_engine
     from deltaflow.server import create_app
@@ -737,12 +736,31 @@ def _serve_gateway(argv: list[str]) -> int:
     )
     engine = anyio.run(build_engine, [config])
     app = create_app(engine, max_streams=None, heartbeat=15.0, tune_gc=_gc_tuned())
-    # IPPROTO_TCP, as uvicorn's own single-process bind (loop.create_server(host, port)) has it: asyncio sets
-    # TCP_NODELAY on accepted connections only when the listening socket's proto is IPPROTO_TCP
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0 if a.proto0 else socket.IPPROTO_TCP)
+    sock, server = _listening_server(app, proto0=a.proto0)
+    port = sock.getsockname()[1]
+    tool = os.environ.get(PROFILE_ENV, "")
+    out = os.environ.get(PROFILE_OUT_ENV, "")
+    print(MARK + json.dumps({"port": port, "pinned": where, "profile": tool or None}), flush=True)
+    try:
+        _run_profiled(server, sock, tool, out)
+    except KeyboardInterrupt:
+        pass
+    sys.stdout.flush()
+    os._exit(0)  # the stdin watcher thread is still blocked in read()
+
+
+def _listening_server(app: Any, *, proto0: bool) -> tuple[socket.socket, Any]:
+    """The loopback socket and the uvicorn server a benchmark child serves ``app`` with (the gateway's settings).
+
+    The socket's proto is IPPROTO_TCP, as uvicorn's own single-process bind (``loop.create_server(host,
+    port)``) has it: asyncio sets TCP_NODELAY on accepted connections only then (``proto0``: 0, as
+    ``uvicorn --workers`` binds). Also starts the watch that ends the child with its parent.
+    """
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 0 if proto0 else socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
     sock.listen(4096)
     _exit_with_parent()
     cfg = uvicorn.Config(
@@ -759,16 +777,7 @@ def _serve_gateway(argv: list[str]) -> int:
         timeout_keep_alive=60,
         timeout_graceful_shutdown=3,
     )
-    server = uvicorn.Server(cfg)
-    tool = os.environ.get(PROFILE_ENV, "")
-    out = os.environ.get(PROFILE_OUT_ENV, "")
-    print(MARK + json.dumps({"port": port, "pinned": where, "profile": tool or None}), flush=True)
-    try:
-        _run_profiled(server, sock, tool, out)
-    except KeyboardInterrupt:
-        pass
-    sys.stdout.flush()
-    os._exit(0)  # the stdin watcher thread is still blocked in read()
+    return sock, uvicorn.Server(cfg)
 
 
 def _serve_forwarder(argv: list[str]) -> int:
@@ -785,7 +794,6 @@ def _serve_forwarder(argv: list[str]) -> int:
     _raise_nofile()
     where = _pin(GATEWAY_CORE)
     import aiohttp
-    import uvicorn
 
     target = a.upstream.rstrip("/") + "/completion"
     state: dict[str, Any] = {}
@@ -822,26 +830,10 @@ def _serve_forwarder(argv: list[str]) -> int:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.listen(4096)
-    _exit_with_parent()
-    cfg = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        http=os.environ.get("GW_HTTP", "auto"),
-        loop=os.environ.get("GW_LOOP", "auto"),
-        backlog=4096,
-        timeout_keep_alive=60,
-        timeout_graceful_shutdown=3,
-    )
-    print(MARK + json.dumps({"port": port, "pinned": where}), flush=True)
+    sock, server = _listening_server(app, proto0=False)
+    print(MARK + json.dumps({"port": sock.getsockname()[1], "pinned": where}), flush=True)
     try:
-        uvicorn.Server(cfg).run(sockets=[sock])
+        server.run(sockets=[sock])
     except KeyboardInterrupt:
         pass
     sys.stdout.flush()
@@ -1767,21 +1759,13 @@ def measure_ttft(env: Env) -> list[dict[str, Any]]:
         r = env.streams("forwarder", "upstream", 1, runs, via=fwd)
     finally:
         fwd.stop()
-    row = _cell_row("ttft", "forwarder", "upstream", 1, r) | {"prompt": "short"}
-    f = floors["short"]
-    if row["status"] == "OK" and f["status"] == "OK":
-        row["added_ms"] = {q: row["ttft_ms"][q] - f["ttft_ms"][q] for q in ("median", "p99")}
-        row["ratio"] = row["ttft_ms"]["median"] / f["ttft_ms"]["median"]
+    row = _ttft_added(_cell_row("ttft", "forwarder", "upstream", 1, r) | {"prompt": "short"}, floors["short"])
     rows.append(row)
     _say(f"  ttft short through a bare forwarder: {_fmt_ms(row.get('ttft_ms'))} added {row.get('added_ms')}")
     for prompt, proto in cases:
         # the same body every time (one conversation, repeated): the template is compiled once, then cached
         r = env.streams("gateway", proto, 1, runs, prompt=prompt, tag=False)
-        row = _cell_row("ttft", "gateway", proto, 1, r) | {"prompt": prompt}
-        f = floors[prompt]
-        if row["status"] == "OK" and f["status"] == "OK":
-            row["added_ms"] = {q: row["ttft_ms"][q] - f["ttft_ms"][q] for q in ("median", "p99")}
-            row["ratio"] = row["ttft_ms"]["median"] / f["ttft_ms"]["median"]
+        row = _ttft_added(_cell_row("ttft", "gateway", proto, 1, r) | {"prompt": prompt}, floors[prompt])
         rows.append(row)
         _say(f"  ttft {prompt} {proto}: {_fmt_ms(row.get('ttft_ms'))} added {row.get('added_ms')}")
     # The gateway's CPU time to its first token, robust on a shared machine: responses cut right after the first
@@ -1805,15 +1789,19 @@ def measure_ttft(env: Env) -> list[dict[str, Any]]:
         alt = Env(env.script, env.up, gw0, env.quick, env.upstream_bodies)
         r = alt.streams("gateway", "chat", 1, runs, tag=False)
         row = _cell_row("ttft", "gateway", "chat", 1, r) | {"prompt": "short", "variant": "proto0"}
-        f = floors["short"]
-        if row["status"] == "OK" and f["status"] == "OK":
-            row["added_ms"] = {q: row["ttft_ms"][q] - f["ttft_ms"][q] for q in ("median", "p99")}
-            row["ratio"] = row["ttft_ms"]["median"] / f["ttft_ms"]["median"]
-        rows.append(row)
+        rows.append(_ttft_added(row, floors["short"]))
         _say(f"  ttft short chat, socket as uvicorn --workers binds it: {_fmt_ms(row.get('ttft_ms'))}")
     finally:
         gw0.stop()
     return rows
+
+
+def _ttft_added(row: dict[str, Any], floor: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its TTFT added to the floor's (median and p99) and their ratio, when both cells passed."""
+    if row["status"] == "OK" and floor["status"] == "OK":
+        row["added_ms"] = {q: row["ttft_ms"][q] - floor["ttft_ms"][q] for q in ("median", "p99")}
+        row["ratio"] = row["ttft_ms"]["median"] / floor["ttft_ms"]["median"]
+    return row
 
 
 def _fmt_ms(s: dict[str, float] | None) -> str:
