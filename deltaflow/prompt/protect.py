@@ -140,8 +140,10 @@ def _char_class(chars: set[str]) -> re.Pattern[str] | None:
 
 
 @functools.lru_cache(maxsize=32)
-def _marker_table(markers: tuple[str, ...]) -> _MarkerTable:
-    """What a protector needs of a marker set, built once per set (a server makes one protector per request)."""
+def _marker_table(given: tuple[str, ...]) -> _MarkerTable:
+    """What a protector needs of the markers as given (a tokenizer's tuple): deduplicated, longest first, built
+    once per tuple (a server makes one protector per request)."""
+    markers = tuple(sorted({m for m in given if m}, key=lambda m: (-len(m), m)))
     bad = [m for m in markers if _RESERVED_RE.search(m)]
     if bad:
         raise ValueError(f"markers must not contain plane-15/16 characters (U+F0000..U+10FFFF): {bad[:3]!r}")
@@ -159,12 +161,6 @@ def _marker_table(markers: tuple[str, ...]) -> _MarkerTable:
         tuple(sorted({m[0] for m in markers})),
         tuple(sorted({m[-1] for m in edged})),
     )
-
-
-@functools.lru_cache(maxsize=32)
-def _marker_table_of(markers: tuple[str, ...]) -> _MarkerTable:
-    """The table of the markers as given (a tokenizer's tuple): sorted, deduplicated and built once per tuple."""
-    return _marker_table(tuple(sorted({m for m in markers if m}, key=lambda m: (-len(m), m))))
 
 
 class PlaceholderOverflowError(DeltaflowError, ValueError):
@@ -204,7 +200,7 @@ class Protector:
     """
 
     def __init__(self, markers: Iterable[str]) -> None:
-        table = _marker_table_of(markers if isinstance(markers, tuple) else tuple(markers))
+        table = _marker_table(markers if isinstance(markers, tuple) else tuple(markers))
         self._markers = table.markers
         self._untrusted_re = table.pattern
         self._prefixes = table.prefixes

@@ -254,9 +254,9 @@ class _Sandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
     ``text.startswith`` checks the attribute's safety with a dozen
     ``isinstance`` tests. For the plain JSON types templates see (and
     ``loop`` and ``namespace()``), the answer depends only on the type and
-    the name: dict items are looked up directly
-    when the name is no dict attribute, and safety is remembered per
-    ``(type, name)`` (bounded; the names come from the template's source).
+    the name: dict items are looked up directly when the name is no dict
+    attribute, and safety is remembered per ``(type, name)`` (bounded; the
+    names come from the template's source).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
