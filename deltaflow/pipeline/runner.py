@@ -48,6 +48,7 @@ from ..stages.assembler import DeltaAssembler, Usage
 from ..stages.detokenize import Detokenizer
 from ..stages.name_filter import new_call_id
 from .chain import SyncChain
+from .companion import Companion, Wake, raise_single
 from .sources import to_chunk
 from .sync import default_stage_factories
 
@@ -297,8 +298,8 @@ class _Backlog:
         self._limit = limit
         self._done = False
         self._error: Exception | None = None
-        self._wake: anyio.Event | None = None  # set when the consumer waits for items
-        self._room: anyio.Event | None = None  # set when the pump waits for room
+        self._wake: Wake | None = None  # set when the consumer waits for items
+        self._room: Wake | None = None  # set when the pump waits for room
 
     async def put(self, item: Any) -> None:
         """Add an item (the pump; waits only while ``limit`` items wait)."""
@@ -306,7 +307,7 @@ class _Backlog:
         items.append(item)
         self._wake_consumer()
         if len(items) >= self._limit:
-            self._room = room = anyio.Event()
+            self._room = room = Wake()
             await room.wait()
 
     def end(self, error: Exception | None = None) -> None:
@@ -334,7 +335,7 @@ class _Backlog:
                 if self._error is not None:
                     raise self._error
                 raise StopAsyncIteration
-            self._wake = wake = anyio.Event()
+            self._wake = wake = Wake()
             await wake.wait()
             items = self._items
         self._items = []
@@ -629,17 +630,17 @@ class Pipeline:
                     await inline.aclose()
                 return
             try:
-                async with anyio.create_task_group() as tg:
-                    if inline_chain:  # coalescing: the pump task reads the source
+                if inline_chain:  # coalescing: a pump task reads the source (see Companion: a bare task on asyncio)
+                    async with Companion() as helper:
                         backlog = _Backlog(self.max_batch)
-                        tg.start_soon(_fill, source, backlog)
+                        helper.start_soon(_fill, source, backlog)
                         inline = _InlineDeltaStream(SyncChain(segments[0]), source, usage, stream_id, backlog)
                         try:
                             yield inline
                         finally:
-                            await inline.aclose()
-                            tg.cancel_scope.cancel()  # the pump closes the source on its way out
-                        return
+                            await inline.aclose()  # leaving the block cancels the pump: it closes the source
+                    return
+                async with anyio.create_task_group() as tg:
                     receive: ObjectReceiveStream[Any] | None = None
                     if self.prefetch > 0 or not segments or not isinstance(segments[0], list):
                         send0, receive = anyio.create_memory_object_stream[Any](self.prefetch)
@@ -664,25 +665,7 @@ class Pipeline:
                         tg.cancel_scope.cancel()
                         await receive.aclose()
             except BaseExceptionGroup as group:
-                errors = _leaves(group)
-                if len(errors) == 1 and isinstance(errors[0], Exception):
-                    exc = errors[0]
-                    context, suppress = exc.__context__, exc.__suppress_context__
-                    try:
-                        raise exc
-                    finally:  # keep the exception's own context, not the group's
-                        exc.__context__, exc.__suppress_context__ = context, suppress
-                raise
-
-
-def _leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
-    out: list[BaseException] = []
-    for e in group.exceptions:
-        if isinstance(e, BaseExceptionGroup):
-            out += _leaves(e)
-        else:
-            out.append(e)
-    return out
+                raise_single(group)
 
 
 async def _aclose(source: Any) -> None:

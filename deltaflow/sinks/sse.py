@@ -32,6 +32,7 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..errors import DeltaflowError
+from ..pipeline.companion import Companion
 from ..pipeline.runner import DeltaStream
 from .framing.base import Framer, WireEvent
 
@@ -308,20 +309,20 @@ class SSEResponse:
         def emit(events: list[WireEvent]) -> Awaitable[None]:
             return writer.write(encode(events))  # the write itself is the awaitable: one coroutine per batch
 
-        async with anyio.create_task_group() as tg:
+        async with Companion() as helper:  # the watcher's task (a bare task on asyncio: see Companion)
 
             async def watch() -> None:
                 await writer.watch(receive, self._heartbeat)
                 _log.debug("client_disconnected")
-                tg.cancel_scope.cancel()
+                helper.cancel()
 
             async def head() -> None:
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
-                tg.start_soon(watch)  # the disconnect and the heartbeat
+                helper.start_soon(watch)  # the disconnect and the heartbeat
 
             try:
                 await run_framed(self._take_opener(), self._framer, emit, head=head)
                 await writer.write(DONE if self._done else b"", more=False)
             except OSError:  # the socket went away
                 pass
-            tg.cancel_scope.cancel()
+            # leaving the block cancels the watcher
