@@ -138,8 +138,8 @@ class Companion:
         if self._open:
             self._scope.cancel()
         task = self._task
-        if task is not None and not task.done():
-            task.cancel()
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()  # (a helper that cancels the block ends as it returns)
 
     async def __aexit__(
         self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -170,6 +170,8 @@ class Companion:
         if task is not None and not task.cancelled():
             failure = task.exception()
             if failure is not None:
+                if isinstance(exc, Exception):  # the body failed too: both, as a task group raises them
+                    raise BaseExceptionGroup("the stream and its helper failed", [failure, exc])
                 raise failure
         return swallowed
 

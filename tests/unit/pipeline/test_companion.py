@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import contextvars
+import sys
 
 import anyio
 import pytest
 
 from deltaflow.pipeline.companion import Companion, Wake, on_asyncio
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
 
 pytestmark = pytest.mark.anyio
 
@@ -72,6 +76,21 @@ async def test_a_failing_helper_cancels_the_body_and_its_error_is_raised(anyio_b
                 reached.append("body cancelled")
             reached.append("body went on")  # pragma: no cover - the cancellation stops the body
     assert reached == ["body cancelled"]
+
+
+async def test_a_body_and_a_helper_that_both_fail_raise_both(anyio_backend: str) -> None:
+    async def helper() -> None:
+        raise ValueError("helper broke")
+
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with Companion() as c:
+            c.start_soon(helper)
+            try:
+                await anyio.sleep(5)
+            finally:
+                raise KeyError("body broke too")  # noqa: B012 - a clean-up that fails while cancelled
+    leaves = sorted(type(e).__name__ for e in info.value.exceptions)
+    assert leaves == ["KeyError", "ValueError"]
 
 
 async def test_cancel_from_the_helper_ends_the_block_quietly(anyio_backend: str) -> None:
