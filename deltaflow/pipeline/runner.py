@@ -301,12 +301,16 @@ class _Backlog:
         self._wake: Wake | None = None  # set when the consumer waits for items
         self._room: Wake | None = None  # set when the pump waits for room
 
-    async def put(self, item: Any) -> None:
-        """Add an item (the pump; waits only while ``limit`` items wait)."""
+    def add(self, item: Any) -> bool:
+        """Add an item (the pump); True when ``limit`` items wait: the pump then awaits :meth:`room`."""
         items = self._items
         items.append(item)
         self._wake_consumer()
-        if len(items) >= self._limit:
+        return len(items) >= self._limit
+
+    async def room(self) -> None:
+        """Wait until the consumer has taken what waits (after :meth:`add` said it is full)."""
+        if len(self._items) >= self._limit:
             self._room = room = Wake()
             await room.wait()
 
@@ -359,7 +363,8 @@ async def _fill(source: AsyncIterable[Any], backlog: _Backlog) -> None:
             except Exception as exc:  # the consumer raises it, as when it reads the source itself
                 backlog.end(exc)
                 return
-            await backlog.put(item)
+            if backlog.add(item):  # no coroutine per item: the pump waits only when the backlog is full
+                await backlog.room()
     finally:
         await _aclose(it)
 

@@ -404,6 +404,27 @@ class _Reader(Generic[T]):
             self.finished = True  # an exception unwound the whole chain
             raise
 
+    async def payload(self, ndjson: bool) -> str | None:
+        """The next non-empty payload (an SSE event's ``data``, or an NDJSON line), or None at the end.
+
+        What :meth:`next` does, for the event streams, without a coroutine per item in between.
+        """
+        anext = self._it.__anext__
+        try:
+            while True:
+                item: Any = await anext()
+                if ndjson:
+                    if item.strip():
+                        return str(item)
+                elif item.data:
+                    return str(item.data)
+        except StopAsyncIteration:
+            self.finished = True
+            return None
+        except BaseException:
+            self.finished = True  # an exception unwound the whole chain
+            raise
+
     async def abandon(self, sock: Any = None) -> None:
         """Stop reading (no-op once finished).
 
@@ -782,18 +803,6 @@ class HttpUpstream:
         content = msgspec.json.encode(body)
         return self._stream(self.base_url + path, content, new_decoder, ndjson)
 
-    @staticmethod
-    async def _next_event(reader: _Reader[Any], ndjson: bool) -> str | None:
-        """The next non-empty payload (an SSE ``data`` field or an NDJSON line), or None at the end."""
-        while True:
-            item = await reader.next()
-            if item is None:
-                return None
-            if ndjson:
-                if item.strip():
-                    return str(item)
-            elif item.data:
-                return str(item.data)
 
     async def _stream(
         self, url: str, content: bytes, new_decoder: Callable[[], EventDecoder], ndjson: bool
@@ -854,12 +863,12 @@ class HttpUpstream:
                             try:
                                 if got_event and scopeless:
                                     watch.enter()
-                                    data = await self._next_event(reader, ndjson)
+                                    data = await reader.payload(ndjson)
                                 else:
                                     scope = watch.open() if got_event else anyio.CancelScope(
                                         deadline=math.inf if deadline is None else deadline)
                                     with scope:
-                                        data = await self._next_event(reader, ndjson)
+                                        data = await reader.payload(ndjson)
                             except httpx.TransportError as exc:
                                 if decoder.done:
                                     break
