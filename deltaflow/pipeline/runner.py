@@ -33,7 +33,7 @@ import inspect
 import itertools
 import sys
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
 
 import anyio
@@ -781,8 +781,7 @@ async def _run_async_stage(stage: Any, receive: ObjectReceiveStream[Any], send: 
             raise StageError(name, f"stage {name!r} failed: {exc!r}") from exc
 
 
-@asynccontextmanager
-async def stream(
+def stream(
     source: AsyncIterable[Any],
     *,
     tool_parser: str | None = None,
@@ -796,8 +795,8 @@ async def stream(
     reasoning_starts_open: bool | None = None,
     tool_calls_in_reasoning: str = "trailing",
     **options: Any,
-) -> AsyncIterator[DeltaStream]:
-    """Parse an engine's async output into a stream of deltas.
+) -> AbstractAsyncContextManager[DeltaStream]:
+    """Parse an engine's async output into a stream of deltas (an async context manager).
 
     Usage::
 
@@ -822,6 +821,7 @@ async def stream(
         **options: ``buffer_size``, ``prefetch``, ``max_batch``, ``coalesce`` for the default pipeline.
 
     Raises:
+        UnknownParserError, ToolSpecError: at the call, as :meth:`Pipeline.for_model`.
         StageError: a stage or the source raised; ``__cause__`` is the original.
     """
     if pipeline is None:
@@ -837,5 +837,4 @@ async def stream(
             tool_calls_in_reasoning=tool_calls_in_reasoning,
             **options,
         )
-    async with pipeline.open(source) as deltas:
-        yield deltas
+    return pipeline.open(source)

@@ -898,7 +898,7 @@ class DeltaflowApp:
         """The deltas as the client sees them: without blank separators unless the app keeps them."""
         if self.blank_separators == "keep":
             return opened
-        return _without_blank_separators(opened)
+        return _WithoutBlankSeparators(opened)
 
     def framer(self, p: _Prepared) -> Framer:
         model = p.info.id
@@ -1092,13 +1092,20 @@ async def _passthrough(
             await out.aclose()
 
 
-@contextlib.asynccontextmanager
-async def _without_blank_separators(
-    opened: AbstractAsyncContextManager[DeltaStream],
-) -> AsyncIterator[DeltaStream]:
-    """``opened``'s deltas through :func:`~deltaflow.pipeline.separators.drop_blank_separators`."""
-    async with opened as deltas:
-        yield drop_blank_separators(deltas)
+class _WithoutBlankSeparators:
+    """``opened``'s deltas through :func:`~deltaflow.pipeline.separators.drop_blank_separators` (a class,
+    not a generator: one frame less held by every open stream)."""
+
+    __slots__ = ("_opened",)
+
+    def __init__(self, opened: AbstractAsyncContextManager[DeltaStream]) -> None:
+        self._opened = opened
+
+    async def __aenter__(self) -> DeltaStream:
+        return drop_blank_separators(await self._opened.__aenter__())
+
+    async def __aexit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool | None:
+        return await self._opened.__aexit__(et, exc, tb)
 
 
 class _SlotReleasing:
