@@ -393,27 +393,21 @@ class _Reader(Generic[T]):
         self._it = it
         self.finished = False
 
-    async def next(self) -> T | None:
-        """The next item, or None at the end of the body."""
-        try:
-            return await self._it.__anext__()
-        except StopAsyncIteration:
-            self.finished = True
-            return None
-        except BaseException:
-            self.finished = True  # an exception unwound the whole chain
-            raise
+    async def next(self, payload: str = "") -> Any:
+        """The next item, or None at the end of the body.
 
-    async def payload(self, ndjson: bool) -> str | None:
-        """The next non-empty payload (an SSE event's ``data``, or an NDJSON line), or None at the end.
-
-        What :meth:`next` does, for the event streams, without a coroutine per item in between.
+        Args:
+            payload: ``"sse"``: the next non-empty SSE ``data`` instead (events without data are
+                skipped), ``"ndjson"``: the next non-blank line; in this one step, not in a
+                coroutine per item.
         """
         anext = self._it.__anext__
         try:
             while True:
                 item: Any = await anext()
-                if ndjson:
+                if not payload:
+                    return item
+                if payload == "ndjson":
                     if item.strip():
                         return str(item)
                 elif item.data:
@@ -850,6 +844,7 @@ class HttpUpstream:
                     reader: _Reader[Any] = _Reader(
                         response.aiter_lines() if ndjson else httpx_sse.EventSource(response).aiter_sse()
                     )
+                    kind = "ndjson" if ndjson else "sse"  # what reader.next() returns: the payloads
                     sock = _socket_of(response)
                     watch = _IdleWatch(t.idle, sock)
                     scopeless = watch.scopeless
@@ -863,12 +858,12 @@ class HttpUpstream:
                             try:
                                 if got_event and scopeless:
                                     watch.enter()
-                                    data = await reader.payload(ndjson)
+                                    data = await reader.next(kind)
                                 else:
                                     scope = watch.open() if got_event else anyio.CancelScope(
                                         deadline=math.inf if deadline is None else deadline)
                                     with scope:
-                                        data = await reader.payload(ndjson)
+                                        data = await reader.next(kind)
                             except httpx.TransportError as exc:
                                 if decoder.done:
                                     break

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextvars
 import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import anyio
 import pytest
@@ -16,6 +18,18 @@ if sys.version_info < (3, 11):  # pragma: no cover
 pytestmark = pytest.mark.anyio
 
 _who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+
+
+def _waits_forever(log: list[str]) -> Callable[[], Coroutine[Any, Any, None]]:
+    """A helper that waits until it is cancelled and notes in ``log`` that it has gone."""
+
+    async def helper() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            log.append("helper gone")
+
+    return helper
 
 
 async def test_the_backend_is_told_apart(anyio_backend: str) -> None:
@@ -44,12 +58,7 @@ async def test_the_helper_is_cancelled_and_cleaned_up_when_the_body_ends(anyio_b
 
 async def test_a_failing_body_propagates_unchanged_after_the_helper_is_gone(anyio_backend: str) -> None:
     log: list[str] = []
-
-    async def helper() -> None:
-        try:
-            await anyio.sleep_forever()
-        finally:
-            log.append("helper gone")
+    helper = _waits_forever(log)
 
     with pytest.raises(KeyError, match="boom") as info:
         async with Companion() as c:
@@ -110,12 +119,7 @@ async def test_cancel_from_the_helper_ends_the_block_quietly(anyio_backend: str)
 
 async def test_an_outer_cancellation_stops_body_and_helper(anyio_backend: str) -> None:
     log: list[str] = []
-
-    async def helper() -> None:
-        try:
-            await anyio.sleep_forever()
-        finally:
-            log.append("helper gone")
+    helper = _waits_forever(log)
 
     with anyio.move_on_after(0.02) as outer:
         async with Companion() as c:
