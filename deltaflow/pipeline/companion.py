@@ -7,7 +7,8 @@ structured semantics, but on asyncio they cost several times what the loop's
 own objects do: starting, cancelling and leaving a task group with one child
 took 112 µs against 11 µs for a bare task (uvloop, this repository's
 machines), and a wake-up through ``anyio.Event`` three times one through a
-future. Per request that is a tenth of the gateway's time to first token.
+future. A streamed request has two such helpers: with them on bare tasks a
+short request over ASGI went from 0.77-0.86 ms to 0.33-0.56 ms.
 
 :class:`Companion` keeps the task group's semantics for its one helper:
 
