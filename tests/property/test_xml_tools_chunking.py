@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -347,3 +348,21 @@ def test_small_candidate_window_is_chunking_independent(gen: Generated, limit: i
     assert message_key(run_small_window(chunks, gen.config, limit)) == message_key(whole)
     for call in whole.tool_calls:
         assert isinstance(json.loads(call.function.arguments), dict)
+
+
+# Found by test_any_chunking_rebuilds_complete in CI (2026-12-03), not fixed yet: a tool tag opened inside
+# the reasoning and still open at </think>. Parsed whole, the block runs across </think> to the first
+# closing tag (one write_to_file call with its <path>); split after that closing tag, the splitter drops
+# </think>, the rest stays reasoning and only list_tools is called. Which of the two is right (does the end
+# marker close the reasoning inside an open tool block?) is still to be decided; then it must hold on every
+# chunking. strict: the test reports when a change makes the two agree.
+_OPEN_AT_THINK_END = "<write_to_file><path></path></think><write_to_file></write_to_file><list_tools></list_tools>"
+
+
+@pytest.mark.xfail(strict=True, reason="a tool tag still open at </think>: split and whole parses disagree")
+@pytest.mark.parametrize("cut", [67, 1])
+def test_a_tool_tag_open_at_the_end_of_reasoning_parses_the_same_split(cut: int) -> None:
+    kwargs = Config(("write_to_file", "list_tools"), True).kwargs()
+    text = _OPEN_AT_THINK_END
+    chunks = [text[:cut], text[cut:]] if cut > 1 else list(text)
+    assert message_key(accumulate(feed_chunks(chunks, **kwargs))) == message_key(parse_complete(text, **kwargs))
