@@ -95,7 +95,7 @@ class Companion:
         self._started = False
 
     async def __aenter__(self) -> Companion:
-        if self._open or self._scope is not None or self._tg is not None:
+        if self._scope is not None or self._tg is not None:
             raise RuntimeError("a Companion can be entered only once")
         if on_asyncio():
             self._scope = anyio.CancelScope().__enter__()

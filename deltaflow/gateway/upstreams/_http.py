@@ -385,23 +385,26 @@ class _Reader(Generic[T]):
     inside an already-cancelled scope: the cancellation is raised at the
     innermost socket read and unwinds every level (httpcore closes the
     connection on the way out).
+
+    Args:
+        it: the iterator.
+        payload: ``""``: :meth:`next` returns its items; ``"sse"``: the next
+            non-empty SSE ``data`` instead (events without data are skipped);
+            ``"ndjson"``: the next non-blank line (both in one step, not in a
+            coroutine per item).
     """
 
-    __slots__ = ("_it", "finished")
+    __slots__ = ("_it", "_payload", "finished")
 
-    def __init__(self, it: AsyncIterator[T]) -> None:
+    def __init__(self, it: AsyncIterator[T], payload: str = "") -> None:
         self._it = it
+        self._payload = payload
         self.finished = False
 
-    async def next(self, payload: str = "") -> Any:
-        """The next item, or None at the end of the body.
-
-        Args:
-            payload: ``"sse"``: the next non-empty SSE ``data`` instead (events without data are
-                skipped), ``"ndjson"``: the next non-blank line; in this one step, not in a
-                coroutine per item.
-        """
+    async def next(self) -> Any:
+        """The next item (or payload: see the class), or None at the end of the body."""
         anext = self._it.__anext__
+        payload = self._payload
         try:
             while True:
                 item: Any = await anext()
@@ -841,10 +844,8 @@ class HttpUpstream:
                     # NDJSON (JSON's); saying so spares httpx parsing the content type with the email
                     # package, once per answer.
                     response.encoding = "utf-8"
-                    reader: _Reader[Any] = _Reader(
-                        response.aiter_lines() if ndjson else httpx_sse.EventSource(response).aiter_sse()
-                    )
-                    kind = "ndjson" if ndjson else "sse"  # what reader.next() returns: the payloads
+                    reader: _Reader[Any] = (_Reader(response.aiter_lines(), "ndjson") if ndjson else
+                                            _Reader(httpx_sse.EventSource(response).aiter_sse(), "sse"))
                     sock = _socket_of(response)
                     watch = _IdleWatch(t.idle, sock)
                     scopeless = watch.scopeless
@@ -858,12 +859,12 @@ class HttpUpstream:
                             try:
                                 if got_event and scopeless:
                                     watch.enter()
-                                    data = await reader.next(kind)
+                                    data = await reader.next()
                                 else:
                                     scope = watch.open() if got_event else anyio.CancelScope(
                                         deadline=math.inf if deadline is None else deadline)
                                     with scope:
-                                        data = await reader.next(kind)
+                                        data = await reader.next()
                             except httpx.TransportError as exc:
                                 if decoder.done:
                                     break
