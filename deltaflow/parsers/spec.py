@@ -124,11 +124,9 @@ class ToolDriver(Protocol):
     consumes text after its block. When ``done`` is False, the caller holds
     ``text[returned:]`` and gives it again, followed by new text; the parser
     keeps that tail short (a partial marker, escape, number or literal).
-    With ``final=True`` the parser must end (``done`` becomes True).
-
-    A parser may also expose ``complete`` (True when the block could end
-    where the input stopped, only an optional closer or separator still
-    being looked for): when the channel changes there, the block is ended.
+    With ``final=True`` the parser must end (``done`` becomes True). The
+    feeder also ends a block that way when the channel changes inside it
+    (a reasoning end marker there): a block never spans two channels.
     """
 
     done: bool

@@ -11,6 +11,10 @@ Rules:
 * An opener starts a block in the content and in the reasoning channel; the
   block's events carry the channel it was opened from, and text after the
   block continues in the channel the splitter says.
+* A channel change inside a block (the end of reasoning while a block
+  opened there is still open) ends the block there, as the end of the
+  output would: the end marker ends the reasoning wherever it stands, and
+  a block never spans two channels, on every chunking.
 * What a block opened inside reasoning is depends on ``in_reasoning``
   (:data:`TOOL_CALLS_IN_REASONING`): ``"never"`` leaves reasoning alone (a
   block there is reasoning text, as vLLM and SGLang read it); ``"always"``
@@ -204,9 +208,9 @@ class ToolBlockFeeder:
             self._after_block = ch is self._block_channel
             self._process(text, ch, out, False, end)
             return out
-        if self._parser is not None and ch is not self._buf_channel and getattr(self._parser, "complete", False):
-            # The channel changed while a complete block only looked ahead for an optional
-            # closer or separator: that text ended, so the block ends in its own channel.
+        if self._parser is not None and ch is not self._buf_channel:
+            # The channel changed inside a block (the splitter consumed a marker there): the block's
+            # text ended, so the block ends in its own channel as at the end of the output.
             held, self._buf = self._buf, ""
             self._process(held, self._buf_channel, out, True)
         if self._after_block and self._parser is None and ch is not self._block_channel:

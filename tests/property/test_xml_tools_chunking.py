@@ -350,19 +350,32 @@ def test_small_candidate_window_is_chunking_independent(gen: Generated, limit: i
         assert isinstance(json.loads(call.function.arguments), dict)
 
 
-# Found by test_any_chunking_rebuilds_complete in CI (2026-12-03), not fixed yet: a tool tag opened inside
-# the reasoning and still open at </think>. Parsed whole, the block runs across </think> to the first
-# closing tag (one write_to_file call with its <path>); split after that closing tag, the splitter drops
-# </think>, the rest stays reasoning and only list_tools is called. Which of the two is right (does the end
-# marker close the reasoning inside an open tool block?) is still to be decided; then it must hold on every
-# chunking. strict: the test reports when a change makes the two agree.
+# Found by test_any_chunking_rebuilds_complete in CI (2026-12-03): a tool tag opened inside the reasoning
+# and still open at </think>. The end marker ends the reasoning even there, so the open block ends with it,
+# as at the end of the output; the content after </think> is parsed afresh. Before the fix the block ran
+# across </think> when parsed whole, and split after the first closing tag the </think> was lost.
 _OPEN_AT_THINK_END = "<write_to_file><path></path></think><write_to_file></write_to_file><list_tools></list_tools>"
+_THOUGHT_BLOCK = "<write_to_file><path></path>"
 
 
-@pytest.mark.xfail(strict=True, reason="a tool tag still open at </think>: split and whole parses disagree")
-@pytest.mark.parametrize("cut", [67, 1])
-def test_a_tool_tag_open_at_the_end_of_reasoning_parses_the_same_split(cut: int) -> None:
-    kwargs = Config(("write_to_file", "list_tools"), True).kwargs()
+@pytest.mark.parametrize(
+    ("in_reasoning", "reasoning", "calls"),
+    [
+        # A tentative block followed by the end of reasoning was thought: it is reasoning text.
+        ("trailing", _THOUGHT_BLOCK, [("write_to_file", {}), ("list_tools", {})]),
+        # A block inside reasoning is a call at once; </think> ends it where it stopped.
+        ("always", None, [("write_to_file", {"path": ""}), ("write_to_file", {}), ("list_tools", {})]),
+        ("never", _THOUGHT_BLOCK, [("write_to_file", {}), ("list_tools", {})]),
+    ],
+)
+def test_the_end_of_reasoning_ends_a_tool_block_still_open_on_every_split(
+    in_reasoning: str, reasoning: str | None, calls: list[tuple[str, dict[str, object]]]
+) -> None:
+    kwargs = {**Config(("write_to_file", "list_tools"), True).kwargs(), "tool_calls_in_reasoning": in_reasoning}
     text = _OPEN_AT_THINK_END
-    chunks = [text[:cut], text[cut:]] if cut > 1 else list(text)
-    assert message_key(accumulate(feed_chunks(chunks, **kwargs))) == message_key(parse_complete(text, **kwargs))
+    whole = parse_complete(text, **kwargs)
+    assert whole.content is None
+    assert whole.reasoning_content == reasoning
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in whole.tool_calls] == calls
+    for chunks in [list(text), *([text[:cut], text[cut:]] for cut in range(1, len(text)))]:
+        assert message_key(accumulate(feed_chunks(chunks, **kwargs))) == message_key(whole), chunks

@@ -145,11 +145,6 @@ class Gemma4Driver(DriverBase):
         self._hold = MarkerHoldback((GEMMA4_QUOTE, GEMMA4_CLOSE), chunking="any")
         self.new_call()
 
-    @property
-    def complete(self) -> bool:
-        """The arguments are closed; only an optional ``<tool_call|>`` is still looked for."""
-        return self._state == _POST
-
     # -- the contract -------------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
         """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""

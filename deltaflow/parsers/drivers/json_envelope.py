@@ -223,11 +223,6 @@ class JsonEnvelopeDriver(DriverBase):
         self._uncommitted: list[str] = []
         self._emit_from = 0
 
-    @property
-    def complete(self) -> bool:
-        """The call is complete; only an optional closer or separator may follow."""
-        return self._state == _POST or self._state == _TRAIL
-
     # -- emission -------------------------------------------------------------
     def _flush_args(self, out: list[object], safe: int, consumed: int) -> None:
         """Emit arguments text up to ``safe``; keep ``[safe, consumed)`` pending.

@@ -86,14 +86,6 @@ class Lfm2Driver:
         self._call = -1
         self._aborted = False
 
-    @property
-    def complete(self) -> bool:
-        """The block could end here (only an optional closer is still looked for)."""
-        if self._tail:
-            return True
-        inner = self._inner
-        return inner is not None and self._kind != _LIST and bool(getattr(inner, "complete", False))
-
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
         """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""
         inner = self._inner

@@ -181,11 +181,6 @@ class MistralDriver(DriverBase):
         self._arg_from = 0
         self._pending: list[str] = []
 
-    @property
-    def complete(self) -> bool:
-        """A v11+ name ended the input: the block could end here as a call without arguments."""
-        return self._state == _NAME_S and bool(self._parts) and not self._spaced
-
     # -- the contract -------------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
         """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""

@@ -214,11 +214,6 @@ class PythonicDriver(DriverBase):
         self._call_done = True
         self.new_call()
 
-    @property
-    def complete(self) -> bool:
-        """The list is closed; only an optional ``<|python_end|>`` is still looked for."""
-        return self._state == _POST
-
     # -- the contract -------------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
         """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""

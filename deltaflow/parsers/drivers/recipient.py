@@ -142,11 +142,6 @@ class RecipientDriver(DriverBase):
         self._pending: list[str] = []  # JSON text consumed after the last safe position
         self.new_call()
 
-    @property
-    def complete(self) -> bool:
-        """Always True: the block may end wherever its channel's text ends (a channel change ends it there)."""
-        return True
-
     def _run(self, text: str, pos: int, out: list[object], final: bool) -> int:
         n = len(text)
         sep = self._spec.separator

@@ -197,11 +197,6 @@ class SpecialTokenDriver(DriverBase):
         self._fenced = False
         self._fence_closed = False
 
-    @property
-    def complete(self) -> bool:
-        """A call just ended, or its arguments did: only closers may follow."""
-        return self._state == _CLOSE or (self._state == _BETWEEN and self.named)
-
     # -- the feed ---------------------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
         """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""

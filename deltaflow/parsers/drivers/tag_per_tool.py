@@ -192,15 +192,6 @@ class TagPerToolDriver(DriverBase):
         self._ws: list[str] = []  # trailing whitespace of the value, held (trimming)
         self._scanned = 0  # characters after a candidate end already searched
 
-    @property
-    def complete(self) -> bool:
-        """No call was opened: a partial opener is held, or text after a non-call ``<`` is passed on.
-
-        The feeder ends the block when the channel changes here, so that a tag
-        never spans a reasoning marker: the held text stays in its channel.
-        """
-        return self._state == _OPEN or self._state == _TEXT
-
     # -- the machine --------------------------------------------------------------
     def _run(self, text: str, pos: int, out: list[object], final: bool) -> int:
         n = len(text)

@@ -201,11 +201,6 @@ class XmlElementDriver(DriverBase):
         self._mhold, self._closer, self._skip_end, self._skip_hold = _derived(spec)
         self.new_call()
 
-    @property
-    def complete(self) -> bool:
-        """The last call is complete; only the block's closer or another call may follow."""
-        return self._state == _AFTER
-
     # -- tags -----------------------------------------------------------------------------------
     def _tag(self, text: str, p: int, final: bool) -> tuple[int, int, str]:
         """The tag at ``p``: ``(kind, end, name)``; ``_T_NEED`` for a partial one at the end of the text."""

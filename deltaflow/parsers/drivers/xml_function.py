@@ -362,11 +362,6 @@ class XmlFunctionDriver(DriverBase):
         self._name_max = min(MAX_HEADER, longest + NAME_HEADER_SLACK) if longest else MAX_HEADER
         self.new_call()
 
-    @property
-    def complete(self) -> bool:
-        """The last call is complete; only an optional closer or another call may follow."""
-        return self._state == _AFTER
-
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
         """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""
         # DriverBase's feed_tool_block with its begin and hold inlined: a long value is fed once

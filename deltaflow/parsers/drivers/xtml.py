@@ -198,11 +198,6 @@ class XtmlDriver(DriverBase):
         self._after_bad = False  # the last call tag was no call (its text was surfaced)
         self.new_call()
 
-    @property
-    def complete(self) -> bool:
-        """A call ended and only the section closer (or another call) may follow."""
-        return self._state == _SECTION and self._calls > 0
-
     # -- the feed ------------------------------------------------------------------------
     def feed_tool_block(self, text: str, out: list[object], final: bool, start: int = 0) -> int:
         """Consume what can be consumed of ``text[start:]`` (see :class:`~deltaflow.parsers.spec.ToolDriver`)."""

@@ -343,17 +343,8 @@ def test_blanks_after_an_element_are_held_until_known() -> None:
     text = '<c>[{"name": "f", "arguments": {}}  '
     end = p.feed_tool_block(text, out, False)
     assert not p.done and text[end:] == "  "
-    assert not p.complete
     end2 = p.feed_tool_block(text[end:] + "]</c>", out, False)
     assert p.done and end2 == len(text) - end + 5
-
-
-def test_complete_only_after_the_array() -> None:
-    """The block can only end early (channel change) once the array is closed."""
-    p = _parser(ARRAY)
-    out: list[object] = []
-    p.feed_tool_block('<c>[{"name": "f", "arguments": {}}]', out, False)
-    assert p.complete and not p.done
 
 
 def test_longest_variant_opener_wins_and_waits() -> None:

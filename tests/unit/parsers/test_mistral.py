@@ -349,14 +349,6 @@ def test_malformed_payload_on_the_final_chunk() -> None:
 # -- the consumed-prefix contract ------------------------------------------------------------
 
 
-def test_complete_only_after_a_name_right_after_the_marker() -> None:
-    """A name right after the marker could end the block (a call without arguments); after a space it could not."""
-    for text, complete in (("[TOOL_CALLS]ping", True), ("[TOOL_CALLS] ping", False), ("[TOOL_CALLS]ping[ARGS]{", False)):
-        p = new_parser()
-        p.feed_tool_block(text, [], False)
-        assert not p.done and p.complete is complete, text
-
-
 def test_unconsumed_tail_is_short_while_not_done() -> None:
     """Fed one character at a time, a block never leaves more than a marker's length unconsumed."""
     for text in (

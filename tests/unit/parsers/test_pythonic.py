@@ -265,13 +265,6 @@ def test_literal_to_json_never_evaluates() -> None:
 # -- the consumed-prefix contract ------------------------------------------------------------
 
 
-def test_complete_after_the_list() -> None:
-    """After "]" only an optional <|python_end|> is looked for: the block could end there."""
-    p = new_parser()
-    p.feed_tool_block("[f()] ", [], False)
-    assert not p.done and p.complete
-
-
 def test_unconsumed_tail_is_short_while_not_done() -> None:
     """Fed one character at a time, a list never leaves more than a short tail unconsumed."""
     text = f"{PYTHON_START}[get_weather(city='''a long\ncity''', days=[1, 2], note=\"x\\\"y\"), ping()]{PYTHON_END}"

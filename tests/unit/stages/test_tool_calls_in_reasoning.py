@@ -39,6 +39,27 @@ def test_policies(policy: str, text: str, want_calls: list[tuple[str, str]], rea
     assert m.content == ("Done." if text is MID else None)
 
 
+# </think> comes inside an open block, in the middle of a string value (before the fix, "Done." went into
+# that value: {"city": "ParDone."}).
+OPEN_AT_END = '<think>Let me check. <tool_call>\n{"name": "get_weather", "arguments": {"city": "Par</think>Done.'
+
+
+@pytest.mark.parametrize(
+    ("policy", "want_calls", "reasoning"),
+    [
+        ("trailing", [], OPEN_AT_END[7 : OPEN_AT_END.index("</think>")]),
+        ("always", [("get_weather", '{"city": "Par"}')], "Let me check. "),
+        ("never", [], OPEN_AT_END[7 : OPEN_AT_END.index("</think>")]),
+    ],
+)
+def test_the_end_of_reasoning_ends_an_open_block(policy: str, want_calls: list[tuple[str, str]], reasoning: str) -> None:
+    """</think> inside an open block ends the block there, as the end of the output would; the rest is content."""
+    m = check_chunkings(OPEN_AT_END, tools=TOOLS, tool_calls_in_reasoning=policy, **KW)
+    assert calls(m) == want_calls
+    assert m.reasoning_content == reasoning
+    assert m.content == "Done."
+
+
 def test_always_streams_in_the_models_order() -> None:
     """With "always" the call streams before the reasoning that follows it, as soon as it is stable."""
     p = ResponseParser(tools=TOOLS, tool_calls_in_reasoning="always", **KW)
