@@ -12,7 +12,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ("GatewayMetrics", "LightHistogram")
+__all__ = ("GatewayMetrics", "LightHistogram", "ModelMetrics")
 
 # Latency buckets (seconds): first tokens from 5 ms to a minute; gaps between chunks from 0.5 ms.
 _TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -56,10 +56,47 @@ class GatewayMetrics:
         self.upstream_errors = prom.Counter(
             "deltaflow_upstream_errors", "Upstream failures by kind.", ["model", "kind"], registry=r
         )
+        self._models: dict[str, ModelMetrics] = {}
+
+    def model(self, name: str) -> ModelMetrics:
+        """One model's metrics, found once per model (``labels()`` takes a lock and checks its
+        values at every call: seven calls were about 35 µs of each request's CPU)."""
+        found = self._models.get(name)
+        if found is None:
+            found = self._models[name] = ModelMetrics(self, name)
+        return found
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""
         return self._prom.generate_latest(self.registry), self._prom.CONTENT_TYPE_LATEST
+
+
+class ModelMetrics:
+    """The children of :class:`GatewayMetrics`' per-model metrics for one model (see :meth:`GatewayMetrics.model`).
+
+    Attributes:
+        in_flight, prompt_tokens, generated_tokens, ttft, itl: the metrics of that name, for this model.
+    """
+
+    __slots__ = ("_name", "_requests", "_by_protocol", "in_flight", "prompt_tokens", "generated_tokens", "ttft", "itl")
+
+    def __init__(self, metrics: GatewayMetrics, name: str) -> None:
+        self._name = name
+        self._requests = metrics.requests
+        self._by_protocol: dict[tuple[str, str], Any] = {}
+        self.in_flight: Any = metrics.in_flight.labels(name)
+        self.prompt_tokens: Any = metrics.prompt_tokens.labels(name)
+        self.generated_tokens: Any = metrics.generated_tokens.labels(name)
+        self.ttft: Any = metrics.ttft.labels(name)
+        self.itl = metrics.itl.labels(name)
+
+    def request(self, protocol: str, outcome: str) -> None:
+        """Count one request of ``protocol`` with ``outcome`` (``accepted`` or ``refused``)."""
+        key = (protocol, outcome)
+        child = self._by_protocol.get(key)
+        if child is None:
+            child = self._by_protocol[key] = self._requests.labels(self._name, protocol, outcome)
+        child.inc()
 
 
 class _HistogramChild:

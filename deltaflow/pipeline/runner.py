@@ -32,7 +32,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import sys
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol, runtime_checkable
 
@@ -47,6 +47,7 @@ from ..messages import DeltaMessage
 from ..stages.assembler import DeltaAssembler, Usage
 from ..stages.detokenize import Detokenizer
 from ..stages.name_filter import new_call_id
+from ..tools import ToolSpec
 from .chain import SyncChain
 from .companion import Companion, Wake, raise_single
 from .sources import to_chunk
@@ -489,7 +490,7 @@ class Pipeline:
         cls,
         tool_parser: str | None = None,
         reasoning_parser: str | None = None,
-        tools: list[dict[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any] | ToolSpec] | None = None,
         enable_thinking: bool | None = None,
         *,
         tokenizer: Any = None,
@@ -786,7 +787,7 @@ def stream(
     *,
     tool_parser: str | None = None,
     reasoning_parser: str | None = None,
-    tools: list[dict[str, Any]] | None = None,
+    tools: Sequence[Mapping[str, Any] | ToolSpec] | None = None,
     enable_thinking: bool | None = None,
     tokenizer: Any = None,
     chunking: str | None = None,

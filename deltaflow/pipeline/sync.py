@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import StateError
@@ -27,7 +27,7 @@ from ..stages.name_filter import NameFilter, new_call_id
 from ..stages.reasoning import ReasoningSplitter
 from ..stages.router import ChannelRouter, router_factory
 from ..stages.tool_feeder import ToolBlockFeeder, check_tool_calls_in_reasoning
-from ..tools import normalize_tools
+from ..tools import ToolSpec, normalize_tools
 from .chain import SyncChain
 
 __all__ = ("ResponseParser", "accumulate", "default_stage_factories", "default_stages", "parse_complete")
@@ -38,7 +38,7 @@ _CHUNKINGS = ("any", "tokens")
 def default_stage_factories(
     tool_parser: str | None = None,
     reasoning_parser: str | None = None,
-    tools: list[dict[str, Any]] | None = None,
+    tools: Sequence[Mapping[str, Any] | ToolSpec] | None = None,
     enable_thinking: bool | None = None,
     *,
     chunking: str = "any",
@@ -128,7 +128,8 @@ class ResponseParser:
         tool_parser: a registered tool parser name (``deltaflow parsers``
             lists them), or None for no tool parsing.
         reasoning_parser: a registered reasoning parser name, or None.
-        tools: the request's tools (OpenAI or Anthropic format). When given,
+        tools: the request's tools (OpenAI or Anthropic format, or
+            :class:`~deltaflow.ToolSpec` s). When given,
             calls to other names are never emitted (their text is surfaced
             as content).
         enable_thinking: False turns reasoning splitting off (the prompt
@@ -167,7 +168,7 @@ class ResponseParser:
         self,
         tool_parser: str | None = None,
         reasoning_parser: str | None = None,
-        tools: list[dict[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any] | ToolSpec] | None = None,
         enable_thinking: bool | None = None,
         *,
         chunking: str = "any",
@@ -278,7 +279,7 @@ def parse_complete(
     *,
     tool_parser: str | None = None,
     reasoning_parser: str | None = None,
-    tools: list[dict[str, Any]] | None = None,
+    tools: Sequence[Mapping[str, Any] | ToolSpec] | None = None,
     enable_thinking: bool | None = None,
     id_factory: Callable[[], str] = new_call_id,
     model: str | None = None,

@@ -870,7 +870,7 @@ class DeltaflowApp:
                 return self._shown(_passthrough(deltas, request, idle))
 
             return open_passthrough
-        tools = [{"name": t.name, "parameters": t.parameters} for t in p.tools] if p.tools is not None else None
+        tools = p.tools  # already validated specs: the pipeline takes them as they are
 
         def open_stream() -> AbstractAsyncContextManager[DeltaStream]:
             source: AsyncIterator[Any] = self.engine.generate(request)
