@@ -611,6 +611,11 @@ class Pipeline:
         if not isinstance(source, AsyncIterable):
             raise TypeError(f"source must be an async iterable, got {type(source).__name__}")
         stages = self.build()
+        prefetch, coalesce, max_batch, buffer_size = self.prefetch, self.coalesce, self.max_batch, self.buffer_size
+        log_context = self.log_context
+        # The open stream needs its stages, not the pipeline: the factories (and the request's tools and
+        # parser options they close over) are let go here, unless the caller keeps the pipeline itself.
+        del self
         for st in stages:
             if hasattr(st, "diagnostics"):
                 st.diagnostics = []
@@ -626,9 +631,9 @@ class Pipeline:
             else:
                 segments.append([st])
         # prefetch=0 and only synchronous stages: the consumer's task runs the chain (see the class docstring)
-        inline_chain = self.prefetch == 0 and len(segments) == 1 and isinstance(segments[0], list)
-        with structlog.contextvars.bound_contextvars(stream_id=stream_id, **self.log_context):
-            if inline_chain and not self.coalesce:
+        inline_chain = prefetch == 0 and len(segments) == 1 and isinstance(segments[0], list)
+        with _LogContext(stream_id=stream_id, **log_context):
+            if inline_chain and not coalesce:
                 inline = _InlineDeltaStream(SyncChain(segments[0]), source, usage, stream_id)
                 try:
                     yield inline
@@ -638,7 +643,7 @@ class Pipeline:
             try:
                 if inline_chain:  # coalescing: a pump task reads the source (see Companion: a bare task on asyncio)
                     async with Companion() as helper:
-                        backlog = _Backlog(self.max_batch)
+                        backlog = _Backlog(max_batch)
                         helper.start_soon(_fill, source, backlog)
                         inline = _InlineDeltaStream(SyncChain(segments[0]), source, usage, stream_id, backlog)
                         try:
@@ -648,17 +653,17 @@ class Pipeline:
                     return
                 async with anyio.create_task_group() as tg:
                     receive: ObjectReceiveStream[Any] | None = None
-                    if self.prefetch > 0 or not segments or not isinstance(segments[0], list):
-                        send0, receive = anyio.create_memory_object_stream[Any](self.prefetch)
+                    if prefetch > 0 or not segments or not isinstance(segments[0], list):
+                        send0, receive = anyio.create_memory_object_stream[Any](prefetch)
                         tg.start_soon(_pump, source, send0)
                     for _k, seg in enumerate(segments):
-                        send, nxt = anyio.create_memory_object_stream[Any](self.buffer_size)
+                        send, nxt = anyio.create_memory_object_stream[Any](buffer_size)
                         if isinstance(seg, list):
                             chain = SyncChain(seg)
                             if receive is None:
                                 tg.start_soon(_run_chain_pulling, chain, source, send)
                             else:
-                                tg.start_soon(_run_chain, chain, receive, send, self.max_batch)
+                                tg.start_soon(_run_chain, chain, receive, send, max_batch)
                         else:
                             assert receive is not None
                             tg.start_soon(_run_async_stage, seg, receive, send)
@@ -672,6 +677,28 @@ class Pipeline:
                         await receive.aclose()
             except BaseExceptionGroup as group:
                 raise_single(group)
+
+
+class _LogContext:
+    """Binds structlog context variables for a block and restores them after it: what
+    ``structlog.contextvars.bound_contextvars`` does, without a generator held by every open stream."""
+
+    __slots__ = ("_kw", "_saved")
+
+    def __init__(self, **kw: Any) -> None:
+        self._kw = kw
+        self._saved: dict[str, Any] | None = None
+
+    def __enter__(self) -> None:
+        kw = self._kw
+        context = structlog.contextvars.get_contextvars()
+        self._saved = {k: context[k] for k in kw if k in context} or None  # the caller's own values
+        structlog.contextvars.bind_contextvars(**kw)  # its tokens are not kept: the restore is by value
+
+    def __exit__(self, *exc_info: object) -> None:
+        structlog.contextvars.unbind_contextvars(*self._kw)
+        if self._saved:
+            structlog.contextvars.bind_contextvars(**self._saved)
 
 
 async def _aclose(source: Any) -> None:

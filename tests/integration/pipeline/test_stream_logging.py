@@ -94,6 +94,18 @@ async def test_the_stream_context_does_not_leak_out_of_the_block() -> None:
         structlog.contextvars.unbind_contextvars("request")
 
 
+async def test_a_key_the_caller_bound_too_is_the_streams_inside_and_the_callers_after() -> None:
+    """A key both bind (the model) is the stream's during the block and the caller's own value after it."""
+    structlog.contextvars.bind_contextvars(model="outer")
+    try:
+        events, stream_id = await _run(hermes_qwen3_output(0, calls=0) + DROPPED, model="Qwen/Qwen3-8B", **HQ)
+        dropped = [e for e in events if e["event"] == "tool_call_dropped"]
+        assert dropped and all(e["model"] == "Qwen/Qwen3-8B" and e["stream_id"] == stream_id for e in dropped)
+        assert get_contextvars() == {"model": "outer"}
+    finally:
+        structlog.contextvars.unbind_contextvars("model")
+
+
 async def test_events_keep_the_callers_context_too() -> None:
     """Context the caller bound (e.g. a request id) is on the pipeline's events next to the stream's own."""
     with structlog.contextvars.bound_contextvars(request_id="req-42"):

@@ -158,3 +158,32 @@ def test_other_source_items_are_refused_with_the_accepted_kinds(item: object) ->
     with pytest.raises(TypeError, match="str, an int token id, a list of int token ids or a TokenChunk") as info:
         to_chunk(item)
     assert type(item).__name__ in str(info.value)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("coalesce", [False, True])
+async def test_an_open_stream_does_not_keep_its_pipeline_alive(coalesce: bool) -> None:
+    """Once a stream is open, its pipeline (stage factories and the tools they close over) can be freed;
+    the stream still runs to its end."""
+    import gc
+    import weakref
+
+    import anyio
+
+    gate = anyio.Event()
+
+    async def source() -> Any:
+        yield "Hello"
+        await gate.wait()
+        yield " world"
+
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    pipe = Pipeline.for_model(tool_parser="hermes", tools=tools, prefetch=0, coalesce=coalesce)
+    ref = weakref.ref(pipe)
+    async with pipe.open(source()) as deltas:
+        del pipe
+        gc.collect()
+        assert ref() is None
+        gate.set()
+        text = "".join([d.content or "" async for d in deltas])
+    assert text == "Hello world"
