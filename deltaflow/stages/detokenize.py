@@ -87,12 +87,26 @@ class _TiktokenDecoder:
         return self._utf8.decode(b"", final=True)
 
 
+# The special ids to drop, by (tokenizer id, its size with added tokens, keep): a server makes a decoder
+# per response with the same tokenizer, and reading its added-token table was most of that (about 10 µs
+# of each response's setup, measured). The tokenizer is held with its entry, so that its id is not reused
+# while the entry lives; a few entries only, since a tokenizer is large.
+_SPECIAL_IDS: dict[tuple[int, int, frozenset[str]], tuple[Any, frozenset[int]]] = {}
+_SPECIAL_IDS_MAX = 4
+
+
 def _hf_special_ids(tok: Any, keep: frozenset[str]) -> frozenset[int]:
-    drop = set()
-    for tid, added in tok.get_added_tokens_decoder().items():
-        if added.special and added.content not in keep:
-            drop.add(tid)
-    return frozenset(drop)
+    key = (id(tok), tok.get_vocab_size(with_added_tokens=True), keep)  # adding tokens changes the size
+    hit = _SPECIAL_IDS.get(key)
+    if hit is not None and hit[0] is tok:
+        return hit[1]
+    drop = frozenset(
+        tid for tid, added in tok.get_added_tokens_decoder().items() if added.special and added.content not in keep
+    )
+    if len(_SPECIAL_IDS) >= _SPECIAL_IDS_MAX:
+        _SPECIAL_IDS.clear()
+    _SPECIAL_IDS[key] = (tok, drop)
+    return drop
 
 
 def make_decoder(tokenizer: Any, keep: Iterable[str] = ()) -> TokenDecoder:

@@ -279,3 +279,23 @@ def test_each_response_gets_a_fresh_decoder(shared: Path) -> None:
     assert a.feed(TokenChunk(token_ids=ids[:1])) == [ChunkEnd(token_ids=ids[:1], token_chars=[0])]
     assert run(b, one_per_chunk(hf_ids(tok, "ok")))[0] == ["ok"]
     assert a.feed(TokenChunk(token_ids=ids[1:]))[0] == "🦜"
+
+
+def test_a_special_token_added_after_a_decoder_was_made_is_dropped_by_the_next(shared: Path) -> None:
+    """The special ids are found once per tokenizer (a server makes a decoder per response), but a token
+    added to the tokenizer later is known to the next decoder."""
+    import gzip
+
+    from tokenizers import AddedToken, Tokenizer
+
+    with gzip.open(shared / "tokenizers" / "qwen3" / "tokenizer.json.gz", "rt", encoding="utf-8") as f:
+        tok = Tokenizer.from_str(f.read())  # a copy of its own: the test adds a token to it
+    ids = hf_ids(tok, "Hi")
+    assert "".join(run(Detokenizer(tok), one_per_chunk(ids))[0]) == "Hi"
+    tok.add_special_tokens([AddedToken("<|probe|>", special=True)])
+    probe = tok.token_to_id("<|probe|>")
+    assert probe is not None
+    texts, _ = run(Detokenizer(tok), one_per_chunk([*ids, probe]))
+    assert "".join(texts) == "Hi"
+    kept, _ = run(Detokenizer(tok, keep=["<|probe|>"]), one_per_chunk([*ids, probe]))
+    assert "".join(kept) == "Hi<|probe|>"
