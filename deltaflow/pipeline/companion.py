@@ -24,22 +24,30 @@ short request over ASGI went from 0.77-0.86 ms to 0.33-0.56 ms.
 
 On asyncio (uvloop included) the helper is a bare task and the body runs in
 one cancel scope; on any other backend (trio) an anyio task group does it.
+
+:func:`cancel_scope`, :func:`loop_time` and :func:`checkpoint` are anyio's
+``CancelScope``, ``current_time`` and ``lowlevel.checkpoint`` without the
+backend lookup anyio makes at each call (a ``sniffio`` call, which asks
+asyncio for the current task, and for a scope a second ``__init__``): a
+streamed gateway request makes about fifteen such calls.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import Any, NoReturn
 
 import anyio
+import anyio.lowlevel
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
 
-__all__ = ("Companion", "Wake", "on_asyncio", "raise_single")
+__all__ = ("Companion", "Wake", "cancel_scope", "checkpoint", "loop_time", "on_asyncio", "raise_single")
 
 
 def raise_single(group: BaseExceptionGroup[Any]) -> NoReturn:
@@ -75,6 +83,36 @@ def on_asyncio() -> bool:
     return True
 
 
+_asyncio_scope: type[anyio.CancelScope] | None = None  # anyio's asyncio scope class, found at the first scope
+
+
+def cancel_scope(*, deadline: float = math.inf, shield: bool = False) -> anyio.CancelScope:
+    """``anyio.CancelScope(deadline=deadline, shield=shield)``, made directly on asyncio (see the module docstring)."""
+    global _asyncio_scope
+    if not on_asyncio():
+        return anyio.CancelScope(deadline=deadline, shield=shield)
+    cls = _asyncio_scope
+    if cls is None:
+        cls = _asyncio_scope = type(anyio.CancelScope())
+    return cls(deadline=deadline, shield=shield)
+
+
+def loop_time() -> float:
+    """``anyio.current_time()``: the event loop's clock (the clock of scope deadlines)."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return anyio.current_time()
+
+
+async def checkpoint() -> None:
+    """``anyio.lowlevel.checkpoint()``: let other tasks run (and a pending cancellation arrive)."""
+    if on_asyncio():
+        await asyncio.sleep(0)
+    else:
+        await anyio.lowlevel.checkpoint()
+
+
 class Companion:
     """At most one helper task for the length of an ``async with`` (see the module docstring).
 
@@ -98,7 +136,7 @@ class Companion:
         if self._scope is not None or self._tg is not None:
             raise RuntimeError("a Companion can be entered only once")
         if on_asyncio():
-            self._scope = anyio.CancelScope().__enter__()
+            self._scope = cancel_scope().__enter__()
         else:
             self._tg = anyio.create_task_group()
             await self._tg.__aenter__()
@@ -158,7 +196,7 @@ class Companion:
         task = self._task
         if task is not None and not task.done():
             task.cancel()
-            with anyio.CancelScope(shield=True):
+            with cancel_scope(shield=True):
                 try:
                     await task
                 except BaseException:

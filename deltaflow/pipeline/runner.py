@@ -49,7 +49,7 @@ from ..stages.detokenize import Detokenizer
 from ..stages.name_filter import new_call_id
 from ..tools import ToolSpec
 from .chain import SyncChain
-from .companion import Companion, Wake, raise_single
+from .companion import Companion, Wake, cancel_scope, raise_single
 from .sources import to_chunk
 from .sync import default_stage_factories
 
@@ -703,8 +703,8 @@ class _LogContext:
 
 async def _aclose(source: Any) -> None:
     aclose = getattr(source, "aclose", None)
-    if aclose is not None:
-        with anyio.CancelScope(shield=True):
+    if aclose is not None and getattr(source, "ag_frame", True) is not None:  # a finished generator has none
+        with cancel_scope(shield=True):
             await aclose()
 
 

@@ -32,7 +32,7 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..errors import DeltaflowError
-from ..pipeline.companion import Companion
+from ..pipeline.companion import Companion, cancel_scope, checkpoint, loop_time
 from ..pipeline.runner import DeltaStream
 from .framing.base import Framer, WireEvent
 
@@ -120,8 +120,8 @@ async def run_framed(
             # written: two turns, because aiohttp (on Python < 3.12) writes a request's body in a task
             # of its own, one turn after the request is made. With one turn the head and the first
             # events went out first, and the engine started 0.1-0.2 ms later (measured with perf trace).
-            await anyio.lowlevel.checkpoint()
-            await anyio.lowlevel.checkpoint()
+            await checkpoint()
+            await checkpoint()
             await start()
             feed = framer.feed
             # Every delta that is ready when one arrives goes into the same emit: one write per burst.
@@ -257,7 +257,7 @@ class _BodyWriter:
                     await self.write(PING)
                     continue
                 message = None
-                with anyio.move_on_after(delay if delay > 0 else every):  # receive() loses nothing
+                with cancel_scope(deadline=loop_time() + (delay if delay > 0 else every)):  # receive() loses nothing
                     message = await receive()
                 if message is None:
                     continue

@@ -51,6 +51,7 @@ import msgspec
 
 from ...constrain import ToolConstraint, UnsupportedConstraintError
 from ...items import EngineUsage, TokenChunk
+from ...pipeline.companion import cancel_scope, loop_time
 from ..upstream import ConstraintForm, UpstreamError, UpstreamErrorKind, UpstreamRequest
 from ._aiohttp import AutoTransport
 
@@ -308,7 +309,7 @@ def pick_form(
 def _left(deadline: float | None) -> float | None:
     if deadline is None:
         return None
-    return max(0.0, deadline - anyio.current_time())
+    return max(0.0, deadline - loop_time())
 
 
 def _is_json(response: httpx.Response) -> bool:
@@ -811,7 +812,7 @@ class HttpUpstream:
         while True:
             decoder = new_decoder()
             try:
-                deadline = None if t.first_byte is None else anyio.current_time() + t.first_byte
+                deadline = None if t.first_byte is None else loop_time() + t.first_byte
                 busy = self._busy
                 shard = busy.index(min(busy)) if len(busy) > 1 else 0
                 client = self._clients[shard]
@@ -820,8 +821,11 @@ class HttpUpstream:
                            client.build_request("POST", url, content=content, headers=headers, timeout=self._timeout))
                 busy[shard] += 1
                 try:
-                    with anyio.fail_after(_left(deadline)):
+                    # anyio.fail_after, without its backend lookups (see deltaflow.pipeline.companion)
+                    with cancel_scope(deadline=math.inf if deadline is None else deadline) as sending:
                         response = await client.send(request, stream=True)
+                    if sending.cancelled_caught:
+                        raise TimeoutError
                 except BaseException as exc:
                     busy[shard] -= 1
                     if isinstance(exc, TimeoutError):
@@ -861,7 +865,7 @@ class HttpUpstream:
                                     watch.enter()
                                     data = await reader.next()
                                 else:
-                                    scope = watch.open() if got_event else anyio.CancelScope(
+                                    scope = watch.open() if got_event else cancel_scope(
                                         deadline=math.inf if deadline is None else deadline)
                                     with scope:
                                         data = await reader.next()
@@ -907,7 +911,7 @@ class HttpUpstream:
                     return
                 finally:
                     busy[shard] -= 1
-                    with anyio.move_on_after(5, shield=True):
+                    with cancel_scope(deadline=loop_time() + 5, shield=True):
                         await response.aclose()
             except _StreamFault as fault:
                 if not yielded and fault.retryable and attempt < self.retries:

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from deltaflow.pipeline.companion import Companion, Wake, on_asyncio
+from deltaflow.pipeline.companion import Companion, Wake, cancel_scope, checkpoint, loop_time, on_asyncio
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -198,3 +198,37 @@ async def test_a_wake_wakes_a_waiting_task_and_survives_a_cancelled_waiter(anyio
     with anyio.move_on_after(0.01):
         await gone.wait()
     gone.set()  # the waiter was cancelled: setting it later is harmless
+
+
+async def test_cancel_scope_is_anyios_scope_with_its_deadline_and_shield() -> None:
+    """cancel_scope() makes the running backend's own scope: its deadline cancels the block, a shielded one
+    keeps an outer cancellation out, and loop_time() is anyio's clock."""
+    assert abs(loop_time() - anyio.current_time()) < 0.05
+    with cancel_scope(deadline=loop_time() + 0.02) as scope:
+        assert isinstance(scope, anyio.CancelScope) and type(scope) is type(anyio.CancelScope())
+        await anyio.sleep(5)
+    assert scope.cancelled_caught
+    done = []
+    with anyio.CancelScope() as outer:
+        outer.cancel()
+        with cancel_scope(shield=True):
+            await anyio.sleep(0.01)  # not cancelled: the scope is shielded
+            done.append("shielded")
+        await anyio.sleep(1)  # the outer cancellation arrives here
+    assert done == ["shielded"] and outer.cancelled_caught
+
+
+async def test_checkpoint_lets_a_ready_task_run() -> None:
+    """checkpoint() gives a task started just before it its first turn."""
+    log: list[str] = []
+
+    async def other() -> None:
+        log.append("other ran")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        for _ in range(5):
+            await checkpoint()
+            if log:
+                break
+        assert log == ["other ran"]
