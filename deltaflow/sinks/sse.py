@@ -116,12 +116,7 @@ async def run_framed(
         # needed once the stream is open; an open stream must not keep it alive.
         del open_stream
         async with opened as deltas:
-            # The pipeline's own tasks start, and the upstream request goes out, before the head is
-            # written: two turns, because aiohttp (on Python < 3.12) writes a request's body in a task
-            # of its own, one turn after the request is made. With one turn the head and the first
-            # events went out first, and the engine started 0.1-0.2 ms later (measured with perf trace).
-            await checkpoint()
-            await checkpoint()
+            await checkpoint()  # the pipeline's own tasks start (the upstream request goes out)
             await start()
             feed = framer.feed
             # Every delta that is ready when one arrives goes into the same emit: one write per burst.

@@ -131,38 +131,3 @@ async def test_an_open_stream_does_not_keep_its_opener_alive() -> None:
     with pytest.raises(RuntimeError):
         await _run(response)  # a response streams once
 
-
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # trio orders ready tasks as it likes: no promise there
-async def test_the_upstream_request_goes_out_before_the_head(anyio_backend: str) -> None:
-    """A source whose first step sends its request from a task of its own (as aiohttp does on Python < 3.12)
-    sends it before the response's head is written: the engine starts while the head goes out."""
-    import asyncio
-
-    order: list[str] = []
-
-    async def source() -> AsyncIterator[str]:
-        async def write_request() -> None:
-            order.append("request sent")
-
-        writer = asyncio.get_running_loop().create_task(write_request())
-        await anyio.sleep(0.01)  # waiting for the answer
-        await writer
-        yield "Hi"
-
-    def opener() -> Any:
-        return deltaflow.stream(source(), prefetch=0, coalesce=True)
-
-    response = SSEResponse(opener, ChatCompletionsFramer("m"), done_marker=True, heartbeat=None)
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        await anyio.sleep_forever()
-        return {}
-
-    async def send(message: dict[str, Any]) -> None:
-        order.append(message["type"])
-        sent.append(message)
-
-    await response({"type": "http", "method": "POST"}, receive, send)
-    assert order[:2] == ["request sent", "http.response.start"]
-    assert b"Hi" in b"".join(_bodies(sent))
