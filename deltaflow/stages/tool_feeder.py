@@ -205,7 +205,7 @@ class ToolBlockFeeder:
                     self._hold(text[end:], ch)
                 return out
             self._parser = None
-            self._after_block = ch is self._block_channel
+            self._after_block = True  # a block ends in its own channel (a channel change ends it first)
             self._process(text, ch, out, False, end)
             return out
         if self._parser is not None and ch is not self._buf_channel:
@@ -352,9 +352,9 @@ class ToolBlockFeeder:
                     return
                 self._parser = None
                 pos = end
-                # Whitespace right after a block may be swallowed, unless the block ended
-                # in another channel's text (a consumed marker lies between them).
-                self._after_block = ch is self._block_channel
+                # Whitespace right after a block may be swallowed. The block ended in its own channel:
+                # a channel change inside it ends it first (see feed).
+                self._after_block = True
             if pos >= n:
                 return
             if self._after_block:

@@ -481,24 +481,25 @@ class _IdleWatch:
         sock: the response's socket (``network_stream.get_extra_info("socket")``), or None.
     """
 
-    __slots__ = ("_handle", "_idle", "_loop", "_scope", "_scope_type", "_start", "_sock", "_waiting", "tripped")
+    __slots__ = ("_handle", "_idle", "_loop", "_scope", "_start", "_sock", "_waiting", "tripped")
 
     def __init__(self, idle: float | None, sock: Any = None) -> None:
         self._idle = idle
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._scope_type: type[anyio.CancelScope] | None = None
         self._scope: anyio.CancelScope | None = None
         self._handle: asyncio.TimerHandle | None = None
         self._start = 0.0
         self._waiting = False
         self._sock: Any = None
         self.tripped = False
-        if idle is not None and sock is not None and hasattr(sock, "fileno"):
+        if idle is not None:
             try:
                 self._loop = asyncio.get_running_loop()
-                self._sock = sock
-            except RuntimeError:  # not asyncio
+            except RuntimeError:  # not asyncio (trio): an anyio deadline per wait
                 pass
+            else:
+                if sock is not None and hasattr(sock, "fileno"):
+                    self._sock = sock
 
     @property
     def scopeless(self) -> bool:
@@ -520,21 +521,13 @@ class _IdleWatch:
 
     def open(self) -> anyio.CancelScope:
         """The scope of the next wait (enter it at once; call :meth:`close` after it)."""
-        cls = self._scope_type
-        if cls is None:
-            cls = self._scope_type = type(anyio.CancelScope())  # the running backend's scope class
-            if self._idle is not None and self._loop is None:
-                try:
-                    self._loop = asyncio.get_running_loop()
-                except RuntimeError:  # not asyncio (trio): an anyio deadline per wait
-                    self._loop = None
         idle = self._idle
         if idle is None:
-            return cls()
+            return cancel_scope()
         loop = self._loop
         if loop is None:
-            return cls(deadline=anyio.current_time() + idle)
-        scope = self._scope = cls()
+            return cancel_scope(deadline=loop_time() + idle)
+        scope = self._scope = cancel_scope()
         self._arm(loop, idle)
         return scope
 
@@ -800,7 +793,6 @@ class HttpUpstream:
         """
         content = msgspec.json.encode(body)
         return self._stream(self.base_url + path, content, new_decoder, ndjson)
-
 
     async def _stream(
         self, url: str, content: bytes, new_decoder: Callable[[], EventDecoder], ndjson: bool
