@@ -32,7 +32,7 @@ from typing import Any
 import aiohttp
 import httpx
 
-__all__ = ("AutoTransport",)
+__all__ = ("AutoTransport", "SharedSession")
 
 
 def _mapped(exc: Exception, request: httpx.Request, *, answered: bool) -> httpx.TransportError:
@@ -124,15 +124,58 @@ class _Body(httpx.AsyncByteStream):
             response.close()
 
 
+class SharedSession:
+    """One aiohttp session (and connection pool) for several :class:`AutoTransport` objects on asyncio.
+
+    An upstream splits its connections over several httpx clients for httpcore's sake (see
+    ``_http.POOL_SHARD``); aiohttp's pool has no cost to split, and a session per client costs each
+    client its own session, connector and their tables (about 6 KB each, a few hundred bytes per open
+    stream at a thousand streams). The clients' transports share this one instead, with the whole limit.
+
+    Args:
+        limits: the shared pool's size and keep-alive expiry (as for httpx).
+    """
+
+    __slots__ = ("_limits", "_session")
+
+    def __init__(self, limits: httpx.Limits) -> None:
+        self._limits = limits
+        self._session: aiohttp.ClientSession | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        """The session, made at the first call (inside the running asyncio loop)."""
+        if self._session is None:
+            limits = self._limits
+            connector = aiohttp.TCPConnector(
+                limit=limits.max_connections or 0,
+                keepalive_timeout=limits.keepalive_expiry if limits.keepalive_expiry is not None else 15.0,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, auto_decompress=False, trust_env=False, raise_for_status=False,
+                timeout=aiohttp.ClientTimeout(total=None),
+            )
+        return self._session
+
+    async def aclose(self) -> None:
+        """Close the session (a no-op when it is closed or was never made)."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+
 class AutoTransport(httpx.AsyncBaseTransport):
     """aiohttp's client on asyncio, httpx's own transport elsewhere, chosen at the first request.
 
     Args:
-        limits: the pool's size and keep-alive expiry (as for httpx).
+        limits: the pool's size and keep-alive expiry (as for httpx): on trio, and on asyncio
+            without ``shared``.
+        shared: the aiohttp session to use on asyncio, shared with other transports (closing any
+            of them closes it).
     """
 
-    def __init__(self, *, limits: httpx.Limits) -> None:
+    def __init__(self, *, limits: httpx.Limits, shared: SharedSession | None = None) -> None:
         self._limits = limits
+        self._shared = shared
         self._session: aiohttp.ClientSession | None = None
         self._fallback: httpx.AsyncHTTPTransport | None = None
 
@@ -150,15 +193,9 @@ class AutoTransport(httpx.AsyncBaseTransport):
         except RuntimeError:  # trio
             on_asyncio = False
         if on_asyncio:
-            limits = self._limits
-            connector = aiohttp.TCPConnector(
-                limit=limits.max_connections or 0,
-                keepalive_timeout=limits.keepalive_expiry if limits.keepalive_expiry is not None else 15.0,
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector, auto_decompress=False, trust_env=False, raise_for_status=False,
-                timeout=aiohttp.ClientTimeout(total=None),
-            )
+            if self._shared is None:
+                self._shared = SharedSession(self._limits)
+            self._session = self._shared.session()
         else:
             self._fallback = httpx.AsyncHTTPTransport(limits=self._limits, trust_env=False)
 
@@ -214,7 +251,7 @@ class AutoTransport(httpx.AsyncBaseTransport):
         """Close the pool."""
         session, fallback = self._session, self._fallback
         self._session = self._fallback = None
-        if session is not None:
-            await session.close()
+        if session is not None and self._shared is not None:
+            await self._shared.aclose()
         if fallback is not None:
             await fallback.aclose()

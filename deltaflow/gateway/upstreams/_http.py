@@ -3,7 +3,7 @@
 :class:`HttpUpstream` is the base of every adapter. It holds one pooled
 :class:`httpx.AsyncClient` (split into pools of :data:`POOL_SHARD` connections
 when more are allowed) and reads an engine's answer as a stream of event
-payloads (SSE ``data`` fields through ``httpx_sse``, or NDJSON lines), which
+payloads (SSE ``data`` fields through ``httpx_sse``'s decoders, or NDJSON lines), which
 an adapter's :class:`EventDecoder` turns into
 :class:`~deltaflow.items.TokenChunk` objects. Around that loop it enforces:
 
@@ -37,6 +37,7 @@ an adapter's :class:`EventDecoder` turns into
 from __future__ import annotations
 
 import asyncio
+import codecs
 import math
 import socket
 import struct
@@ -49,11 +50,14 @@ import httpx
 import httpx_sse
 import msgspec
 
+# httpx-sse's decoders, without the generators around them (see _SSEData); the version is pinned below 0.5
+from httpx_sse._decoders import SSEDecoder, SSELineDecoder
+
 from ...constrain import ToolConstraint, UnsupportedConstraintError
 from ...items import EngineUsage, TokenChunk
 from ...pipeline.companion import cancel_scope, loop_time
 from ..upstream import ConstraintForm, UpstreamError, UpstreamErrorKind, UpstreamRequest
-from ._aiohttp import AutoTransport
+from ._aiohttp import AutoTransport, SharedSession
 
 __all__ = (
     "DEFAULT_RETRY_STATUSES",
@@ -87,7 +91,8 @@ POOL_SHARD = 16
 httpcore's pool (1.0) scans all its connections, and for each idle one all of
 them again, at every request and response close (encode/httpcore#1035): with
 hundreds of streams that bookkeeping costs more than the streams (on asyncio
-the transport is aiohttp's, whose pool has no such cost; trio keeps httpcore). A stream
+the transport is aiohttp's, whose pool has no such cost: there all the clients'
+transports share one aiohttp session and pool; trio keeps httpcore). A stream
 goes to the client with the fewest open streams, which is also the one with
 the most idle connections to reuse.
 """
@@ -453,6 +458,68 @@ class _Reader(Generic[T]):
 _MAX_DRAIN = 10_000
 
 
+class _SSEData(_Reader[bytes]):
+    """The ``data`` of an SSE body's events, read from its bytes with httpx-sse's own decoders.
+
+    ``httpx_sse.EventSource.aiter_sse`` gives the same events through five nested async generators
+    (httpx's raw, byte and text iterators, httpx-sse's line and event generators), each a frame that an
+    open stream keeps and a step that every token pays. This reads the response's byte stream in one
+    loop and runs what those generators run on each piece: UTF-8 decoding as httpx's text decoder does it
+    (invalid bytes replaced), then httpx-sse's :class:`SSELineDecoder` and :class:`SSEDecoder` (the SSE
+    standard's line splitting and field rules stay the library's). A test holds it to ``aiter_sse``'s
+    output on every split of tricky bodies.
+
+    :meth:`next` returns the next non-empty ``data`` (events without data are skipped, as ``_Reader``'s
+    ``"sse"`` payload does), or None at the end of the body.
+    """
+
+    __slots__ = ("_at", "_events", "_lines", "_ready", "_text")
+
+    def __init__(self, it: AsyncIterator[bytes]) -> None:
+        super().__init__(it)
+        self._text = _utf8_decoder("replace")
+        self._lines = SSELineDecoder()
+        self._events = SSEDecoder()
+        self._ready: list[str] = []
+        self._at = 0
+
+    def _take(self, lines: list[str]) -> None:
+        decode = self._events.decode
+        ready: list[str] = []
+        for line in lines:
+            event = decode(line)
+            if event is not None and event.data:
+                ready.append(event.data)
+        self._ready, self._at = ready, 0
+
+    async def next(self) -> str | None:
+        """The next event's data, or None at the end of the body."""
+        at = self._at
+        if at < len(self._ready):
+            self._at = at + 1
+            return self._ready[at]
+        if self.finished:
+            return None
+        anext = self._it.__anext__
+        try:
+            while True:
+                self._take(self._lines.decode(self._text.decode(await anext())))
+                if self._ready:
+                    self._at = 1
+                    return self._ready[0]
+        except StopAsyncIteration:
+            self.finished = True
+        except BaseException:
+            self.finished = True  # an exception unwound the whole chain
+            raise
+        tail = self._text.decode(b"", True)  # a cut multi-byte character ends as U+FFFD, as in httpx
+        self._take((self._lines.decode(tail) if tail else []) + self._lines.flush())
+        if self._ready:
+            self._at = 1
+            return self._ready[0]
+        return None
+
+
 class _IdleWatch:
     """The idle limit of one stream, with one timer per stream (re-armed at most once per ``idle``
     seconds) instead of a deadline per event.
@@ -590,6 +657,18 @@ def _idle_fault(t: Timeouts) -> _StreamFault:
     return _StreamFault("timeout", f"the upstream engine sent nothing for {t.idle:g} s")
 
 
+_utf8_decoder = codecs.getincrementaldecoder("utf-8")
+
+
+def _body_of(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The response body's bytes as they arrive (``aiter_raw``'s, without its generator): for a body read once
+    and then closed with ``response.aclose()``."""
+    stream = response.stream
+    if not isinstance(stream, httpx.AsyncByteStream):
+        raise TypeError("an async client's response has an async byte stream")
+    return stream.__aiter__()
+
+
 def _socket_of(response: httpx.Response) -> Any:
     """The response connection's socket (the ``network_stream`` extension, as httpcore and
     :class:`._aiohttp.AutoTransport` give it), or None (another transport)."""
@@ -670,11 +749,15 @@ class HttpUpstream:
             per = -(-max_connections // shards)
             limits = httpx.Limits(max_connections=per, max_keepalive_connections=per,
                                   keepalive_expiry=t.keepalive_expiry)
+            # On asyncio every shard's transport uses one aiohttp session with the whole limit (see SharedSession)
+            shared = SharedSession(httpx.Limits(max_connections=max_connections,
+                                                max_keepalive_connections=max_connections,
+                                                keepalive_expiry=t.keepalive_expiry))
             clients = tuple(
                 _Client(
                     timeout=self._timeout,
                     trust_env=False,  # engines are reached directly; a proxy from the environment is never wanted
-                    transport=AutoTransport(limits=limits),
+                    transport=AutoTransport(limits=limits, shared=shared),
                 )
                 for _ in range(shards)
             )
@@ -818,6 +901,7 @@ class HttpUpstream:
                         response = await client.send(request, stream=True)
                     if sending.cancelled_caught:
                         raise TimeoutError
+                    del sending  # an exited scope, and its sets, are not kept while the answer streams
                 except BaseException as exc:
                     busy[shard] -= 1
                     if isinstance(exc, TimeoutError):
@@ -841,7 +925,7 @@ class HttpUpstream:
                     # package, once per answer.
                     response.encoding = "utf-8"
                     reader: _Reader[Any] = (_Reader(response.aiter_lines(), "ndjson") if ndjson else
-                                            _Reader(httpx_sse.EventSource(response).aiter_sse(), "sse"))
+                                            _SSEData(_body_of(response)))
                     sock = _socket_of(response)
                     watch = _IdleWatch(t.idle, sock)
                     scopeless = watch.scopeless

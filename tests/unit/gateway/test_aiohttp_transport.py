@@ -201,3 +201,36 @@ def test_an_unexpected_failure_is_a_transport_error_without_the_url() -> None:
     err = _mapped(ValueError("cannot combine AUTHORIZATION header with URL credentials"), request, answered=False)
     assert type(err) is httpx.TransportError and err.request is request
     assert "ValueError" in str(err) and "engine.internal" not in str(err) and "secret" not in str(err)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_shards_of_an_upstream_share_one_aiohttp_pool(anyio_backend: str) -> None:
+    # An upstream splits max_connections over httpx clients of POOL_SHARD connections (httpcore's pool is slow
+    # when large); on asyncio their transports share one aiohttp session with the whole limit, instead of a
+    # session, connector and pool per client. A connection one shard opened is reused by another.
+    from deltaflow.gateway.upstreams._http import POOL_SHARD, HttpUpstream
+
+    connections = 0
+
+    async def keep_alive(stream: SocketStream, request: bytes) -> None:
+        nonlocal connections
+        connections += 1
+        while True:
+            await stream.send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+            await _request_of(stream)
+
+    async with serving(keep_alive) as base:
+        up = HttpUpstream(base, max_connections=POOL_SHARD * 3)
+        try:
+            assert len(up._clients) == 3
+            for client in up._clients:
+                assert (await client.post(base + "/x", content=b"{}")).json() == {}
+            transports = [c._transport for c in up._clients]
+            sessions = {id(t._session) for t in transports}  # type: ignore[attr-defined]
+            assert len(sessions) == 1 and None not in {t._session for t in transports}  # type: ignore[attr-defined]
+            session = transports[0]._session  # type: ignore[attr-defined]
+            assert session.connector.limit == POOL_SHARD * 3
+            assert connections == 1  # the second and third shard reused the first one's connection
+        finally:
+            await up.aclose()
+        assert session.closed
