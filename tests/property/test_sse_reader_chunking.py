@@ -1,7 +1,8 @@
 """The gateway's SSE reader (``_SSEData``) gives what ``httpx_sse.EventSource.aiter_sse`` gives, on every split.
 
 ``_SSEData`` runs httpx-sse's own decoders over the response's bytes without the five generators of
-``aiter_sse`` (see its docstring). Whatever the body and however its bytes arrive, the data it returns
+``aiter_sse`` (see its docstring), here over a body read as httpx's own transport gives it (empty pieces
+included); the aiohttp transport's read is covered by the gateway's tests against real sockets. Whatever the body and however its bytes arrive, the data it returns
 must be exactly the non-empty ``data`` of the events ``aiter_sse`` yields for the same response: the SSE
 line endings (``\\n``, ``\\r``, ``\\r\\n``, a ``\\r\\n`` split between reads), multi-line data,
 comments and other fields, events without a final blank line, invalid and cut UTF-8.
@@ -18,12 +19,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deltaflow.gateway.upstreams._http import _SSEData
+from deltaflow.gateway.upstreams._http import _body_read, _SSEData
 
 pytestmark = pytest.mark.anyio
 
 
 class _Pieces(httpx.AsyncByteStream):
+    """The body's pieces as httpx's own transport gives them (an async iterator: an empty piece is not the end)."""
+
     def __init__(self, pieces: list[bytes]) -> None:
         self._pieces = pieces
 
@@ -46,7 +49,7 @@ async def _library(pieces: list[bytes]) -> list[str]:
 
 
 async def _ours(pieces: list[bytes]) -> list[str]:
-    reader = _SSEData(_response(pieces).stream.__aiter__())
+    reader = _SSEData(_body_read(_response(pieces)))
     out: list[str] = []
     while (data := await reader.next()) is not None:
         out.append(data)

@@ -32,7 +32,11 @@ from typing import Any
 import aiohttp
 import httpx
 
-__all__ = ("AutoTransport", "SharedSession")
+__all__ = ("BODY_READ", "AutoTransport", "SharedSession")
+
+BODY_READ = "deltaflow.body_read"
+"""The response extension holding the body's ``read()`` (``b""`` at the end) on aiohttp: for a reader
+that reads the body once, without httpx's stream generator around it, and closes the response after."""
 
 
 def _mapped(exc: Exception, request: httpx.Request, *, answered: bool) -> httpx.TransportError:
@@ -101,17 +105,22 @@ class _Body(httpx.AsyncByteStream):
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._chunks()
 
+    async def read(self) -> bytes:
+        """What has arrived of the body since the last read (waiting for some); ``b""`` at its end.
+
+        The body without a generator around it: the gateway's SSE reader takes this (the
+        :data:`BODY_READ` extension) instead of iterating the response.
+        """
+        try:
+            return await self._response.content.readany()
+        except Exception as exc:
+            if isinstance(exc, (aiohttp.ClientError, OSError, asyncio.TimeoutError)):
+                raise _mapped(exc, self._request, answered=True) from exc
+            raise
+
     async def _chunks(self) -> AsyncIterator[bytes]:
-        read = self._response.content.readany
-        while True:
-            try:
-                data = await read()
-            except Exception as exc:
-                if isinstance(exc, (aiohttp.ClientError, OSError, asyncio.TimeoutError)):
-                    raise _mapped(exc, self._request, answered=True) from exc
-                raise
-            if not data:
-                return
+        read = self.read
+        while data := await read():
             yield data
 
     async def aclose(self) -> None:
@@ -239,11 +248,14 @@ class AutoTransport(httpx.AsyncBaseTransport):
             )
         except Exception as exc:  # aiohttp's, or a request it refuses (ValueError): an httpx error either way
             raise _mapped(exc, request, answered=False) from exc
-        extensions: dict[str, Any] = {"http_version": b"HTTP/1.1", "network_stream": _Network(response)}
+        body = _Body(response, request)
+        extensions: dict[str, Any] = {
+            "http_version": b"HTTP/1.1", "network_stream": _Network(response), BODY_READ: body.read,
+        }
         if response.reason:
             extensions["reason_phrase"] = response.reason.encode("latin-1", "replace")
         return httpx.Response(
-            status_code=response.status, headers=response.raw_headers, stream=_Body(response, request),
+            status_code=response.status, headers=response.raw_headers, stream=body,
             request=request, extensions=extensions,
         )
 

@@ -41,7 +41,7 @@ import codecs
 import math
 import socket
 import struct
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -57,7 +57,7 @@ from ...constrain import ToolConstraint, UnsupportedConstraintError
 from ...items import EngineUsage, TokenChunk
 from ...pipeline.companion import cancel_scope, loop_time
 from ..upstream import ConstraintForm, UpstreamError, UpstreamErrorKind, UpstreamRequest
-from ._aiohttp import AutoTransport, SharedSession
+from ._aiohttp import BODY_READ, AutoTransport, SharedSession
 
 __all__ = (
     "DEFAULT_RETRY_STATUSES",
@@ -394,10 +394,9 @@ class _Reader(Generic[T]):
 
     Args:
         it: the iterator.
-        payload: ``""``: :meth:`next` returns its items; ``"sse"``: the next
-            non-empty SSE ``data`` instead (events without data are skipped);
-            ``"ndjson"``: the next non-blank line (both in one step, not in a
-            coroutine per item).
+        payload: ``""``: :meth:`next` returns its items; ``"ndjson"``: the next
+            non-blank line instead (in one step, not in a coroutine per item).
+            An SSE body is read by :class:`_SSEData`.
     """
 
     __slots__ = ("_it", "_payload", "finished")
@@ -416,11 +415,8 @@ class _Reader(Generic[T]):
                 item: Any = await anext()
                 if not payload:
                     return item
-                if payload == "ndjson":
-                    if item.strip():
-                        return str(item)
-                elif item.data:
-                    return str(item.data)
+                if item.strip():  # ndjson
+                    return str(item)
         except StopAsyncIteration:
             self.finished = True
             return None
@@ -446,37 +442,46 @@ class _Reader(Generic[T]):
         self.finished = True
         if sock is not None:
             _shutdown(sock)
-        with anyio.CancelScope() as scope:
-            scope.cancel()
-            for _ in range(_MAX_DRAIN):  # buffered data comes back without a checkpoint; the next read raises
-                try:
-                    await self._it.__anext__()
-                except Exception:  # noqa: BLE001 - StopAsyncIteration or a read error: unwound either way
-                    return
+        await _drain(self._it.__anext__)
 
 
 _MAX_DRAIN = 10_000
 
 
-class _SSEData(_Reader[bytes]):
+async def _drain(step: Callable[[], Awaitable[Any]]) -> None:
+    """Call ``step`` inside a cancelled scope until it raises (the cancellation, at the innermost read, unwinds
+    every generator on the way) or returns ``b""`` (a body read's end)."""
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        for _ in range(_MAX_DRAIN):  # buffered data comes back without a checkpoint; the next read raises
+            try:
+                if await step() == b"":
+                    return
+            except Exception:  # noqa: BLE001 - StopAsyncIteration or a read error: unwound either way
+                return
+
+
+class _SSEData:
     """The ``data`` of an SSE body's events, read from its bytes with httpx-sse's own decoders.
 
-    ``httpx_sse.EventSource.aiter_sse`` gives the same events through five nested async generators
-    (httpx's raw, byte and text iterators, httpx-sse's line and event generators), each a frame that an
-    open stream keeps and a step that every token pays. This reads the response's byte stream in one
-    loop and runs what those generators run on each piece: UTF-8 decoding as httpx's text decoder does it
-    (invalid bytes replaced), then httpx-sse's :class:`SSELineDecoder` and :class:`SSEDecoder` (the SSE
-    standard's line splitting and field rules stay the library's). A test holds it to ``aiter_sse``'s
-    output on every split of tricky bodies.
+    ``httpx_sse.EventSource.aiter_sse`` gives the same events through six nested async generators
+    (httpx's stream, raw, byte and text iterators, httpx-sse's line and event generators), each a frame
+    that an open stream keeps and a step that every token pays. This reads the body's bytes with one
+    call per read (:func:`_body_read`: on aiohttp, its own read, no generator at all) and runs what those
+    generators run on each piece: UTF-8 decoding as httpx's text decoder does it (invalid bytes
+    replaced), then httpx-sse's :class:`SSELineDecoder` and :class:`SSEDecoder` (the SSE standard's line
+    splitting and field rules stay the library's). A test holds it to ``aiter_sse``'s output on every
+    split of tricky bodies.
 
-    :meth:`next` returns the next non-empty ``data`` (events without data are skipped, as ``_Reader``'s
-    ``"sse"`` payload does), or None at the end of the body.
+    Args:
+        read: the body's next bytes, ``b""`` at its end (:func:`_body_read`).
     """
 
-    __slots__ = ("_at", "_events", "_lines", "_ready", "_text")
+    __slots__ = ("_at", "_events", "_lines", "_read", "_ready", "_text", "finished")
 
-    def __init__(self, it: AsyncIterator[bytes]) -> None:
-        super().__init__(it)
+    def __init__(self, read: Callable[[], Awaitable[bytes]]) -> None:
+        self._read = read
+        self.finished = False
         self._text = _utf8_decoder("replace")
         self._lines = SSELineDecoder()
         self._events = SSEDecoder()
@@ -493,31 +498,39 @@ class _SSEData(_Reader[bytes]):
         self._ready, self._at = ready, 0
 
     async def next(self) -> str | None:
-        """The next event's data, or None at the end of the body."""
+        """The next non-empty ``data`` (events without data are skipped), or None at the end of the body."""
         at = self._at
         if at < len(self._ready):
             self._at = at + 1
             return self._ready[at]
         if self.finished:
             return None
-        anext = self._it.__anext__
+        read = self._read
         try:
-            while True:
-                self._take(self._lines.decode(self._text.decode(await anext())))
+            while data := await read():
+                self._take(self._lines.decode(self._text.decode(data)))
                 if self._ready:
                     self._at = 1
                     return self._ready[0]
-        except StopAsyncIteration:
-            self.finished = True
         except BaseException:
-            self.finished = True  # an exception unwound the whole chain
+            self.finished = True  # an exception unwound the read
             raise
+        self.finished = True
         tail = self._text.decode(b"", True)  # a cut multi-byte character ends as U+FFFD, as in httpx
         self._take((self._lines.decode(tail) if tail else []) + self._lines.flush())
         if self._ready:
             self._at = 1
             return self._ready[0]
         return None
+
+    async def abandon(self, sock: Any = None) -> None:
+        """Stop reading (no-op once finished): as :meth:`_Reader.abandon`."""
+        if self.finished:
+            return
+        self.finished = True
+        if sock is not None:
+            _shutdown(sock)
+        await _drain(self._read)
 
 
 class _IdleWatch:
@@ -660,13 +673,27 @@ def _idle_fault(t: Timeouts) -> _StreamFault:
 _utf8_decoder = codecs.getincrementaldecoder("utf-8")
 
 
-def _body_of(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The response body's bytes as they arrive (``aiter_raw``'s, without its generator): for a body read once
-    and then closed with ``response.aclose()``."""
+def _body_read(response: httpx.Response) -> Callable[[], Awaitable[bytes]]:
+    """The response body's next bytes as they arrive, ``b""`` at the end (``aiter_raw``'s pieces, without its
+    generator): for a body read once and then closed with ``response.aclose()``. On aiohttp the body's own
+    read (:data:`._aiohttp.BODY_READ`), else a step of the response's byte stream."""
+    read: Callable[[], Awaitable[bytes]] | None = response.extensions.get(BODY_READ)
+    if read is not None:
+        return read
     stream = response.stream
     if not isinstance(stream, httpx.AsyncByteStream):
         raise TypeError("an async client's response has an async byte stream")
-    return stream.__aiter__()
+    anext = stream.__aiter__().__anext__
+
+    async def step() -> bytes:
+        try:
+            while not (data := await anext()):  # an empty piece is not the end
+                pass
+        except StopAsyncIteration:
+            return b""
+        return data
+
+    return step
 
 
 def _socket_of(response: httpx.Response) -> Any:
@@ -924,8 +951,8 @@ class HttpUpstream:
                     # NDJSON (JSON's); saying so spares httpx parsing the content type with the email
                     # package, once per answer.
                     response.encoding = "utf-8"
-                    reader: _Reader[Any] = (_Reader(response.aiter_lines(), "ndjson") if ndjson else
-                                            _SSEData(_body_of(response)))
+                    reader: _Reader[Any] | _SSEData = (_Reader(response.aiter_lines(), "ndjson") if ndjson else
+                                            _SSEData(_body_read(response)))
                     sock = _socket_of(response)
                     watch = _IdleWatch(t.idle, sock)
                     scopeless = watch.scopeless

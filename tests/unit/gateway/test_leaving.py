@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -29,7 +29,7 @@ import pytest
 from anyio.abc import SocketStream
 
 from deltaflow.gateway.upstreams._aiohttp import AutoTransport
-from deltaflow.gateway.upstreams._http import _Reader, _shutdown, _socket_of
+from deltaflow.gateway.upstreams._http import _body_read, _Reader, _shutdown, _socket_of, _SSEData
 from deltaflow.sinks.sse import _BodyWriter
 
 _BACKENDS: list[Any] = ["asyncio", "trio"]
@@ -80,8 +80,24 @@ class _Counting:
         return item
 
 
+class _CountingRead:
+    """A body read (``_body_read``) that counts the events in what it gave."""
+
+    def __init__(self, read: Callable[[], Awaitable[bytes]]) -> None:
+        self._read = read
+        self.taken = 0
+
+    async def __call__(self) -> bytes:
+        data = await self._read()
+        self.taken += data.count(b"\n\n")
+        return data
+
+
 @pytest.mark.parametrize("anyio_backend", _BACKENDS)
-async def test_an_abandoned_stream_stops_reading_and_resets_the_connection(anyio_backend: Any) -> None:
+@pytest.mark.parametrize("kind", ["iterator", "sse-reader"])
+async def test_an_abandoned_stream_stops_reading_and_resets_the_connection(anyio_backend: Any, kind: str) -> None:
+    # "iterator": _Reader over httpx-sse's generators; "sse-reader": the gateway's own SSE reader (_SSEData)
+    # over the body's read (aiohttp's on asyncio, a step of httpx's stream on trio)
     flood = Flood()
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
@@ -89,8 +105,14 @@ async def test_an_abandoned_stream_stops_reading_and_resets_the_connection(anyio
     async with listener, anyio.create_task_group() as tg, http:
         tg.start_soon(listener.serve, flood.handle)
         async with http.stream("POST", f"http://127.0.0.1:{port}/completion", content=b"{}") as r:
-            events = _Counting(httpx_sse.EventSource(r).aiter_sse())
-            reader: _Reader[Any] = _Reader(events)
+            events: _Counting | _CountingRead
+            reader: _Reader[Any] | _SSEData
+            if kind == "iterator":
+                events = _Counting(httpx_sse.EventSource(r).aiter_sse())
+                reader = _Reader(events)
+            else:
+                events = _CountingRead(_body_read(r))
+                reader = _SSEData(events)
             for _ in range(3):
                 assert (await reader.next()) is not None
             await anyio.sleep(0.2)  # the engine fills every buffer on the way
