@@ -48,11 +48,16 @@ async def _library(pieces: list[bytes]) -> list[str]:
     return [e.data async for e in httpx_sse.EventSource(_response(pieces)).aiter_sse() if e.data]
 
 
-async def _ours(pieces: list[bytes]) -> list[str]:
+async def _ours(pieces: list[bytes], buffered: bool = False) -> list[str]:
+    # buffered: take what is already read first, as the gateway's loop does (a read only when none is left)
     reader = _SSEData(_body_read(_response(pieces)))
     out: list[str] = []
-    while (data := await reader.next()) is not None:
+    while True:
+        data = reader.buffered() if buffered else None
+        if data is None and (data := await reader.next()) is None:
+            break
         out.append(data)
+    assert reader.buffered() is None
     assert reader.finished
     assert await reader.next() is None  # and stays at the end
     return out
@@ -100,10 +105,10 @@ def bodies(draw: st.DrawFn) -> bytes:
 
 
 @settings(max_examples=300, deadline=None)
-@given(body=bodies(), cuts=st.lists(st.integers(0, 10_000), max_size=8))
-def test_same_data_as_aiter_sse_on_every_split(body: bytes, cuts: list[int]) -> None:
+@given(body=bodies(), cuts=st.lists(st.integers(0, 10_000), max_size=8), buffered=st.booleans())
+def test_same_data_as_aiter_sse_on_every_split(body: bytes, cuts: list[int], buffered: bool) -> None:
     pieces = _split(body, cuts)
-    assert anyio.run(_ours, pieces) == anyio.run(_library, pieces)
+    assert anyio.run(_ours, pieces, buffered) == anyio.run(_library, pieces)
 
 
 @pytest.mark.parametrize(
@@ -124,4 +129,5 @@ def test_same_data_as_aiter_sse_on_every_split(body: bytes, cuts: list[int]) -> 
 )
 async def test_known_cases(pieces: list[bytes], expected: list[str]) -> None:
     assert await _ours(pieces) == expected
+    assert await _ours(pieces, buffered=True) == expected
     assert await _library(pieces) == expected

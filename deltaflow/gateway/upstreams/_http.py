@@ -47,7 +47,6 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 import httpx
-import httpx_sse
 import msgspec
 
 # httpx-sse's decoders, without the generators around them (see _SSEData); the version is pinned below 0.5
@@ -406,6 +405,10 @@ class _Reader(Generic[T]):
         self._payload = payload
         self.finished = False
 
+    def buffered(self) -> None:
+        """Nothing: every item is a step of the iterator (see :meth:`_SSEData.buffered`)."""
+        return None
+
     async def next(self) -> Any:
         """The next item (or payload: see the class), or None at the end of the body."""
         anext = self._it.__anext__
@@ -496,6 +499,14 @@ class _SSEData:
             if event is not None and event.data:
                 ready.append(event.data)
         self._ready, self._at = ready, 0
+
+    def buffered(self) -> str | None:
+        """The next ``data`` of the events already read, without reading; None when there is none."""
+        at = self._at
+        if at < len(self._ready):
+            self._at = at + 1
+            return self._ready[at]
+        return None
 
     async def next(self) -> str | None:
         """The next non-empty ``data`` (events without data are skipped), or None at the end of the body."""
@@ -959,44 +970,45 @@ class HttpUpstream:
                     scope: anyio.CancelScope | None = None
                     try:
                         while True:
-                            # Until the first event, one scope with the first-byte deadline per wait
-                            # (a couple per stream); then the idle watch (see _IdleWatch): no scope
-                            # at all where it can shut the socket down, else a deadline-free scope per
-                            # wait. Only the wait is inside a scope: the chunks are yielded outside it.
-                            try:
-                                if got_event and scopeless:
-                                    watch.enter()
-                                    data = await reader.next()
-                                else:
-                                    scope = watch.open() if got_event else cancel_scope(
-                                        deadline=math.inf if deadline is None else deadline)
-                                    with scope:
-                                        data = await reader.next()
-                            except httpx.TransportError as exc:
-                                if decoder.done:
-                                    break
-                                if watch.tripped:
-                                    raise _idle_fault(t) from exc
-                                fault = self._transport_fault(exc, answered=True)
-                                fault.retryable = fault.retryable or (fault.kind == "closed" and not got_event)
-                                raise fault from exc
-                            except httpx_sse.SSEError as exc:
-                                raise _StreamFault("protocol", "the upstream engine sent a malformed event stream"
-                                                   ) from exc
-                            finally:
-                                watch.close()
-                            if scope is not None and scope.cancelled_caught:
-                                if decoder.done:
-                                    break
-                                if got_event:
-                                    raise _idle_fault(t)
-                                raise _StreamFault("timeout", f"the upstream engine sent no event within"
-                                                   f" {t.first_byte:g} s")
+                            # Events already read (several arrive in one read at full speed) are taken
+                            # without a wait, so without the watch or a scope.
+                            data = reader.buffered()
                             if data is None:
-                                if watch.tripped and not decoder.done:  # a read-until-close body ended
-                                    raise _idle_fault(t)
-                                break
-                            scope = None
+                                # Until the first event, one scope with the first-byte deadline per wait
+                                # (a couple per stream); then the idle watch (see _IdleWatch): no scope
+                                # at all where it can shut the socket down, else a deadline-free scope per
+                                # wait. Only the wait is inside a scope: the chunks are yielded outside it.
+                                try:
+                                    if got_event and scopeless:
+                                        watch.enter()
+                                        data = await reader.next()
+                                    else:
+                                        scope = watch.open() if got_event else cancel_scope(
+                                            deadline=math.inf if deadline is None else deadline)
+                                        with scope:
+                                            data = await reader.next()
+                                except httpx.TransportError as exc:
+                                    if decoder.done:
+                                        break
+                                    if watch.tripped:
+                                        raise _idle_fault(t) from exc
+                                    fault = self._transport_fault(exc, answered=True)
+                                    fault.retryable = fault.retryable or (fault.kind == "closed" and not got_event)
+                                    raise fault from exc
+                                finally:
+                                    watch.close()
+                                if scope is not None and scope.cancelled_caught:
+                                    if decoder.done:
+                                        break
+                                    if got_event:
+                                        raise _idle_fault(t)
+                                    raise _StreamFault("timeout", f"the upstream engine sent no event within"
+                                                       f" {t.first_byte:g} s")
+                                if data is None:
+                                    if watch.tripped and not decoder.done:  # a read-until-close body ended
+                                        raise _idle_fault(t)
+                                    break
+                                scope = None
                             got_event = True
                             for chunk in decoder.feed(data):
                                 if not yielded:
