@@ -21,6 +21,7 @@ must never yield from inside a pipeline's task group.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from time import monotonic
@@ -32,7 +33,7 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..errors import DeltaflowError
-from ..pipeline.companion import Companion, cancel_scope, checkpoint, loop_time
+from ..pipeline.companion import Companion, cancel_scope, checkpoint, loop_time, on_asyncio
 from ..pipeline.runner import DeltaStream
 from .framing.base import Framer, WireEvent
 
@@ -251,11 +252,24 @@ class _BodyWriter:
                 if delay <= 0 and not self._busy:  # a write in progress (a slow client) is not silence
                     await self.write(PING)
                     continue
-                message = None
-                with cancel_scope(deadline=loop_time() + (delay if delay > 0 else every)):  # receive() loses nothing
-                    message = await receive()
-                if message is None:
-                    continue
+                wait = delay if delay > 0 else every
+                if on_asyncio():
+                    # asyncio's own timeout: a timer handle and a small object, where an anyio scope with a
+                    # deadline also costs its two sets and a task-state entry (an open stream keeps one)
+                    timeout = asyncio.timeout(wait)
+                    try:
+                        async with timeout:
+                            message = await receive()  # a cancelled receive() loses no message
+                    except TimeoutError:
+                        if not timeout.expired():
+                            raise
+                        continue
+                else:
+                    message = None
+                    with cancel_scope(deadline=loop_time() + wait):
+                        message = await receive()
+                    if message is None:
+                        continue
             if message["type"] == "http.disconnect":
                 self.gone = True
                 return
