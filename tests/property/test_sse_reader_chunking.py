@@ -64,13 +64,9 @@ async def _ours(pieces: list[bytes], buffered: bool = False) -> list[str]:
 
 
 def _split(body: bytes, cuts: list[int]) -> list[bytes]:
-    points = sorted({c % (len(body) + 1) for c in cuts})
-    pieces, last = [], 0
-    for p in points:
-        pieces.append(body[last:p])
-        last = p
-    pieces.append(body[last:])
-    return pieces
+    """``body`` cut at ``cuts`` (taken modulo its length; a cut at either end leaves an empty piece)."""
+    points = [0, *sorted({c % (len(body) + 1) for c in cuts}), len(body)]
+    return [body[a:b] for a, b in zip(points, points[1:], strict=False)]
 
 
 LINES = st.sampled_from([
