@@ -91,7 +91,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -1122,7 +1122,27 @@ class _SlotReleasing:
             self._slots.release()
 
 
-def _route(app_state: DeltaflowApp, protocol: str) -> Callable[[Request], Any]:
+class _Endpoint:
+    """A request handler as a plain ASGI app, which starlette's :class:`Route` runs as it is.
+
+    A function endpoint runs inside starlette's ``request_response`` wrapper, which keeps its request
+    and two more frames alive for as long as a response streams, and passes every write through one
+    more ``send`` wrapper. Exceptions are still handled by the app's exception handlers: the
+    :class:`~starlette.middleware.exceptions.ExceptionMiddleware` around the router runs the same
+    ones.
+    """
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, handle: Callable[[Request], Awaitable[Response]]) -> None:
+        self._handle = handle
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        response = await self._handle(Request(scope, receive, send))
+        await response(scope, receive, send)
+
+
+def _route(app_state: DeltaflowApp, protocol: str) -> _Endpoint:
     async def endpoint(request: Request) -> Response:
         if not app_state.authorized(request.headers, protocol):
             has = "authorization" in request.headers or (protocol == "messages" and "x-api-key" in request.headers)
@@ -1171,7 +1191,7 @@ def _route(app_state: DeltaflowApp, protocol: str) -> Callable[[Request], Any]:
             slots.release()
         return JSONResponse(body)
 
-    return endpoint
+    return _Endpoint(endpoint)
 
 
 def _note_betas(headers: Any) -> None:

@@ -148,6 +148,51 @@ def test_unknown_model_is_404_listing_the_models(live_server: Any) -> None:
     assert "qwen3-weather" in r.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/v1/messages"])
+def test_generation_endpoints_take_post_only(live_server: Any, path: str) -> None:
+    """The generation endpoints (plain ASGI apps under starlette's router) still refuse other methods."""
+    r = httpx.get(live_server.base + path, timeout=5)
+    assert r.status_code == 405
+    assert r.headers["allow"] == "POST"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+async def test_users_middleware_and_exception_handlers_apply_to_generation_endpoints(path: str) -> None:
+    """A user's middleware wraps a generation request, and an exception that escapes the endpoint (here from its
+    planning step) reaches the app's own exception handlers, as for any starlette endpoint."""
+    from starlette.middleware.base import BaseHTTPMiddleware
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+
+    app = create_app(RecordingEngine(["x"]))
+
+    async def refuse(protocol: str, raw: Any) -> Any:
+        raise LookupError("no models today")
+
+    app.state.deltaflow.accept = refuse
+    seen: list[str] = []
+
+    async def tag(request: Request, call_next: Any) -> Any:
+        seen.append(request.url.path)
+        response = await call_next(request)
+        response.headers["x-user-middleware"] = "1"
+        return response
+
+    async def lookup_error(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"handled": str(exc)}, status_code=418)
+
+    app.add_middleware(BaseHTTPMiddleware, dispatch=tag)
+    app.add_exception_handler(LookupError, lookup_error)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        body = {"model": "rec", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+        r = await client.post(path, json=body)
+    assert (r.status_code, r.json()) == (418, {"handled": "no models today"})
+    assert r.headers["x-user-middleware"] == "1"
+    assert seen == [path]
+
+
 def test_tool_choice_none_disables_tool_parsing(live_server: Any) -> None:
     """With tool_choice="none" the tool blocks stay content text."""
     r = httpx.post(
