@@ -46,6 +46,8 @@ PING = b": ping\n\n"
 
 OpenStream = Callable[[], AbstractAsyncContextManager[DeltaStream]]
 
+_asyncio_timeout: Any = getattr(asyncio, "timeout", None)  # Python 3.11+; on 3.10 the heartbeat waits in an anyio scope
+
 
 class SSEEncoder:
     """Encodes wire events as SSE bytes with one reused msgspec encoder and buffer."""
@@ -253,10 +255,10 @@ class _BodyWriter:
                     await self.write(PING)
                     continue
                 wait = delay if delay > 0 else every
-                if on_asyncio():
+                if _asyncio_timeout is not None and on_asyncio():
                     # asyncio's own timeout: a timer handle and a small object, where an anyio scope with a
                     # deadline also costs its two sets and a task-state entry (an open stream keeps one)
-                    timeout = asyncio.timeout(wait)
+                    timeout = _asyncio_timeout(wait)
                     try:
                         async with timeout:
                             message = await receive()  # a cancelled receive() loses no message

@@ -25,12 +25,13 @@ async def _run(response: SSEResponse, *, disconnect_after: float | None = None) 
     """Drive ``response`` as an ASGI server would; return every message it sent."""
     sent: list[dict[str, Any]] = []
     gone = anyio.Event()
+    leaves_at = None if disconnect_after is None else anyio.current_time() + disconnect_after
 
-    async def receive() -> dict[str, Any]:
-        if disconnect_after is None:
+    async def receive() -> dict[str, Any]:  # a wait cut short by the heartbeat does not move the disconnect
+        if leaves_at is None:
             await gone.wait()
         else:
-            await anyio.sleep(disconnect_after)
+            await anyio.sleep_until(leaves_at)
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
@@ -44,7 +45,17 @@ def _bodies(sent: list[dict[str, Any]]) -> list[bytes]:
     return [m["body"] for m in sent if m["type"] == "http.response.body"]
 
 
-async def test_pings_come_between_events_and_nothing_follows_the_last_body() -> None:
+@pytest.fixture(params=["native", "anyio-scope"])
+def heartbeat_wait(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How the heartbeat waits on asyncio: with ``asyncio.timeout`` (3.11+), or in an anyio scope (3.10, and trio)."""
+    if request.param == "anyio-scope":
+        import deltaflow.sinks.sse as sse
+
+        monkeypatch.setattr(sse, "_asyncio_timeout", None)
+    return str(request.param)
+
+
+async def test_pings_come_between_events_and_nothing_follows_the_last_body(heartbeat_wait: str) -> None:
     """With a slow engine the heartbeat writes pings between data events; the final message ends the body."""
     chunks = ["Hello", " there", ", friend."]
 
@@ -77,7 +88,8 @@ async def test_no_ping_while_events_flow() -> None:
     assert sent[-1]["more_body"] is False
 
 
-async def test_a_disconnect_closes_the_engine_and_ends_the_response() -> None:
+@pytest.mark.parametrize("heartbeat", [None, 0.03])
+async def test_a_disconnect_closes_the_engine_and_ends_the_response(heartbeat_wait: str, heartbeat: float | None) -> None:
     """http.disconnect cancels the response while the engine is silent; the engine's iterator is closed."""
     closed = anyio.Event()
 
@@ -93,7 +105,7 @@ async def test_a_disconnect_closes_the_engine_and_ends_the_response() -> None:
         return deltaflow.stream(engine(), prefetch=0)
 
     with anyio.fail_after(5):
-        sent = await _run(SSEResponse(opener, ChatCompletionsFramer("m"), heartbeat=None), disconnect_after=0.1)
+        sent = await _run(SSEResponse(opener, ChatCompletionsFramer("m"), heartbeat=heartbeat), disconnect_after=0.1)
     assert closed.is_set()
     assert not any(m.get("more_body") is False for m in sent)  # the body never got its end: the client left
 
