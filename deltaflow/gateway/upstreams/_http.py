@@ -440,20 +440,20 @@ class _Reader(Generic[T]):
                 went on to the end of the answer (a gateway whose client had left
                 read an engine's whole 128 MB flood).
         """
-        if self.finished:
-            return
-        self.finished = True
-        if sock is not None:
-            _shutdown(sock)
-        await _drain(self._it.__anext__)
+        if not self.finished:
+            self.finished = True
+            await _drain(self._it.__anext__, sock)
 
 
 _MAX_DRAIN = 10_000
 
 
-async def _drain(step: Callable[[], Awaitable[Any]]) -> None:
-    """Call ``step`` inside a cancelled scope until it raises (the cancellation, at the innermost read, unwinds
-    every generator on the way) or returns ``b""`` (a body read's end)."""
+async def _drain(step: Callable[[], Awaitable[Any]], sock: Any) -> None:
+    """Shut ``sock`` down (when given: see :meth:`_Reader.abandon`), then call ``step`` inside a cancelled scope
+    until it raises (the cancellation, at the innermost read, unwinds every generator on the way) or returns
+    ``b""`` (a body read's end)."""
+    if sock is not None:
+        _shutdown(sock)
     with anyio.CancelScope() as scope:
         scope.cancel()
         for _ in range(_MAX_DRAIN):  # buffered data comes back without a checkpoint; the next read raises
@@ -510,38 +510,28 @@ class _SSEData:
 
     async def next(self) -> str | None:
         """The next non-empty ``data`` (events without data are skipped), or None at the end of the body."""
-        at = self._at
-        if at < len(self._ready):
-            self._at = at + 1
-            return self._ready[at]
-        if self.finished:
-            return None
+        data = self.buffered()
+        if data is not None or self.finished:
+            return data
         read = self._read
         try:
-            while data := await read():
-                self._take(self._lines.decode(self._text.decode(data)))
+            while piece := await read():
+                self._take(self._lines.decode(self._text.decode(piece)))
                 if self._ready:
-                    self._at = 1
-                    return self._ready[0]
+                    return self.buffered()
         except BaseException:
             self.finished = True  # an exception unwound the read
             raise
         self.finished = True
         tail = self._text.decode(b"", True)  # a cut multi-byte character ends as U+FFFD, as in httpx
         self._take((self._lines.decode(tail) if tail else []) + self._lines.flush())
-        if self._ready:
-            self._at = 1
-            return self._ready[0]
-        return None
+        return self.buffered()
 
     async def abandon(self, sock: Any = None) -> None:
         """Stop reading (no-op once finished): as :meth:`_Reader.abandon`."""
-        if self.finished:
-            return
-        self.finished = True
-        if sock is not None:
-            _shutdown(sock)
-        await _drain(self._read)
+        if not self.finished:
+            self.finished = True
+            await _drain(self._read, sock)
 
 
 class _IdleWatch:
