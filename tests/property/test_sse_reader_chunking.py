@@ -2,7 +2,7 @@
 
 ``_SSEData`` runs httpx-sse's own decoders over the response's bytes without the five generators of
 ``aiter_sse`` (see its docstring), here over a body read as httpx's own transport gives it (empty pieces
-included); the aiohttp transport's read is covered by the gateway's tests against real sockets. Whatever the body and however its bytes arrive, the data it returns
+included); the h1 transport's read is covered by the gateway's tests against real sockets. Whatever the body and however its bytes arrive, the data it returns
 must be exactly the non-empty ``data`` of the events ``aiter_sse`` yields for the same response: the SSE
 line endings (``\\n``, ``\\r``, ``\\r\\n``, a ``\\r\\n`` split between reads), multi-line data,
 comments and other fields, events without a final blank line, invalid and cut UTF-8.

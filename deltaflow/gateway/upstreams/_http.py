@@ -56,7 +56,7 @@ from ...constrain import ToolConstraint, UnsupportedConstraintError
 from ...items import EngineUsage, TokenChunk
 from ...pipeline.companion import cancel_scope, loop_time
 from ..upstream import ConstraintForm, UpstreamError, UpstreamErrorKind, UpstreamRequest
-from ._aiohttp import BODY_READ, AutoTransport, SharedSession
+from ._h1 import BODY_READ, AutoTransport, H1Pool
 
 __all__ = (
     "DEFAULT_RETRY_STATUSES",
@@ -90,8 +90,8 @@ POOL_SHARD = 16
 httpcore's pool (1.0) scans all its connections, and for each idle one all of
 them again, at every request and response close (encode/httpcore#1035): with
 hundreds of streams that bookkeeping costs more than the streams (on asyncio
-the transport is aiohttp's, whose pool has no such cost: there all the clients'
-transports share one aiohttp session and pool; trio keeps httpcore). A stream
+the transport is deltaflow's own (:mod:`._h1`), whose pool has no such cost: there all the
+clients' transports share one pool; trio keeps httpcore). A stream
 goes to the client with the fewest open streams, which is also the one with
 the most idle connections to reuse.
 """
@@ -470,7 +470,7 @@ class _SSEData:
     ``httpx_sse.EventSource.aiter_sse`` gives the same events through six nested async generators
     (httpx's stream, raw, byte and text iterators, httpx-sse's line and event generators), each a frame
     that an open stream keeps and a step that every token pays. This reads the body's bytes with one
-    call per read (:func:`_body_read`: on aiohttp, its own read, no generator at all) and runs what those
+    call per read (:func:`_body_read`: on asyncio, the body's own read, no generator at all) and runs what those
     generators run on each piece: UTF-8 decoding as httpx's text decoder does it (invalid bytes
     replaced), then httpx-sse's :class:`SSELineDecoder` and :class:`SSEDecoder` (the SSE standard's line
     splitting and field rules stay the library's). A test holds it to ``aiter_sse``'s output on every
@@ -544,7 +544,7 @@ class _IdleWatch:
     seconds is stopped:
 
     * with the response's socket at hand (on an asyncio loop, uvloop
-      included, through :class:`._aiohttp.AutoTransport`'s aiohttp
+      included, through :class:`._h1.AutoTransport`'s
       connection or httpcore's): nothing per wait but a clock reading; the timer
       shuts the socket down, the pending read fails, and :attr:`tripped` tells
       the reader that the failure is the idle limit. The connection was lost
@@ -676,8 +676,8 @@ _utf8_decoder = codecs.getincrementaldecoder("utf-8")
 
 def _body_read(response: httpx.Response) -> Callable[[], Awaitable[bytes]]:
     """The response body's next bytes as they arrive, ``b""`` at the end (``aiter_raw``'s pieces, without its
-    generator): for a body read once and then closed with ``response.aclose()``. On aiohttp the body's own
-    read (:data:`._aiohttp.BODY_READ`), else a step of the response's byte stream."""
+    generator): for a body read once and then closed with ``response.aclose()``. On asyncio the body's own
+    read (:data:`._h1.BODY_READ`), else a step of the response's byte stream."""
     read: Callable[[], Awaitable[bytes]] | None = response.extensions.get(BODY_READ)
     if read is not None:
         return read
@@ -699,7 +699,7 @@ def _body_read(response: httpx.Response) -> Callable[[], Awaitable[bytes]]:
 
 def _socket_of(response: httpx.Response) -> Any:
     """The response connection's socket (the ``network_stream`` extension, as httpcore and
-    :class:`._aiohttp.AutoTransport` give it), or None (another transport)."""
+    :class:`._h1.AutoTransport` give it), or None (another transport)."""
     stream = response.extensions.get("network_stream")
     get = getattr(stream, "get_extra_info", None)
     if get is None:
@@ -777,8 +777,8 @@ class HttpUpstream:
             per = -(-max_connections // shards)
             limits = httpx.Limits(max_connections=per, max_keepalive_connections=per,
                                   keepalive_expiry=t.keepalive_expiry)
-            # On asyncio every shard's transport uses one aiohttp session with the whole limit (see SharedSession)
-            shared = SharedSession(httpx.Limits(max_connections=max_connections,
+            # On asyncio every shard's transport uses one pool with the whole limit (see H1Pool)
+            shared = H1Pool(httpx.Limits(max_connections=max_connections,
                                                 max_keepalive_connections=max_connections,
                                                 keepalive_expiry=t.keepalive_expiry))
             clients = tuple(

@@ -28,7 +28,7 @@ import httpx_sse
 import pytest
 from anyio.abc import SocketStream
 
-from deltaflow.gateway.upstreams._aiohttp import AutoTransport
+from deltaflow.gateway.upstreams._h1 import AutoTransport
 from deltaflow.gateway.upstreams._http import _body_read, _Reader, _shutdown, _socket_of, _SSEData
 from deltaflow.sinks.sse import _BodyWriter
 
@@ -97,7 +97,7 @@ class _CountingRead:
 @pytest.mark.parametrize("kind", ["iterator", "sse-reader"])
 async def test_an_abandoned_stream_stops_reading_and_resets_the_connection(anyio_backend: Any, kind: str) -> None:
     # "iterator": _Reader over httpx-sse's generators; "sse-reader": the gateway's own SSE reader (_SSEData)
-    # over the body's read (aiohttp's on asyncio, a step of httpx's stream on trio)
+    # over the body's read (the h1 transport's on asyncio, a step of httpx's stream on trio)
     flood = Flood()
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
