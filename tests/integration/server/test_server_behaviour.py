@@ -193,6 +193,40 @@ async def test_users_middleware_and_exception_handlers_apply_to_generation_endpo
     assert seen == [path]
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("root_path", ["", "/api"])
+async def test_generation_requests_skip_starlettes_stack_only_on_a_plain_app(root_path: str) -> None:
+    """A plain app calls the generation endpoints directly (starlette's middleware stack is never built for
+    them); under a root_path, or once a user has added middleware, they take starlette's way."""
+    from starlette.middleware import Middleware
+
+    body = {"model": "rec", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    app = create_app(RecordingEngine(["x"]))
+    transport = httpx.ASGITransport(app=app, root_path=root_path)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        r = await client.post(root_path + "/v1/chat/completions", json=body)
+        assert r.status_code == 200 and '"x"' in r.text and r.text.endswith("data: [DONE]\n\n")
+        assert (app.middleware_stack is None) == (root_path == "")
+        assert (await client.get(root_path + "/v1/models")).status_code == 200
+        assert app.middleware_stack is not None  # any other request builds it
+
+    seen: list[str] = []
+
+    class Tag:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            seen.append(scope["path"])
+            await self.inner(scope, receive, send)
+
+    app = create_app(RecordingEngine(["x"]))
+    app.user_middleware.insert(0, Middleware(Tag))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+    assert seen == ["/v1/chat/completions"]
+
+
 def test_tool_choice_none_disables_tool_parsing(live_server: Any) -> None:
     """With tool_choice="none" the tool blocks stay content text."""
     r = httpx.post(
