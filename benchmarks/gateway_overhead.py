@@ -1369,12 +1369,14 @@ async def _loadgen_streams(spec: dict[str, Any], script: Script) -> dict[str, An
         "rss_base": base_rss,
         "rss_peak": peak[0],
     }
-    if bad or spec.get("truncate"):
+    if bad:
         return out
     # time to first token: from the request's last byte written to the first event with visible output; for the
-    # upstream read directly, to the event of the first token that makes output visible (the same token)
+    # upstream read directly, to the event of the first token that makes output visible (the same token). An
+    # answer cut after its first tokens (truncate) has a time to first token, but no gaps to speak of.
     ttft = []
     gaps = []
+    truncated = bool(spec.get("truncate"))
     need = sum(len(p) for p in script.pieces[: script.first_visible + 1])
     for r in results:
         if spec["protocol"] == "upstream":
@@ -1382,7 +1384,7 @@ async def _loadgen_streams(spec: dict[str, Any], script: Script) -> dict[str, An
         else:
             first = r.t_first
         ttft.append(first - r.t_sent)
-        if len(r.marks) > 1:
+        if len(r.marks) > 1 and not truncated:
             gaps.append((r.marks[-1][0] - first) / max(1, len(script.ids) - script.first_visible - 1))
     out["ttft"] = _summary(ttft, 1e3)
     out["ttft_all_ms"] = [x * 1e3 for x in ttft] if len(ttft) <= 2000 else None
@@ -1768,10 +1770,30 @@ def measure_ttft(env: Env) -> list[dict[str, Any]]:
         row = _ttft_added(_cell_row("ttft", "gateway", proto, 1, r) | {"prompt": prompt}, floors[prompt])
         rows.append(row)
         _say(f"  ttft {prompt} {proto}: {_fmt_ms(row.get('ttft_ms'))} added {row.get('added_ms')}")
-    # The gateway's CPU time to its first token, robust on a shared machine: responses cut right after the first
-    # tokens that show output (the upstream sends them, then its final event); CPU per request, all of it.
+    # Answers cut right after the first tokens that show output (the upstream sends them, then its final event):
+    # the gateway's CPU time to its first token, robust on a shared machine (CPU per request, all of it), and
+    # the time to first token without the rest of the answer. At full speed the upstream writes the other 250
+    # tokens as fast as they are read, on the core it shares with the load generator, which then reads the
+    # first token late: a faster gateway made that figure worse while its own first write came no later
+    # (measured with timestamps in the gateway). Cut, nothing runs after the first tokens but their delivery.
     k = env.script.first_visible + 3
     env.mode("full", truncate=k)
+    cut_floors = {}
+    for prompt in ("short", "agent"):
+        r = env.streams("upstream", "upstream", 1, runs, prompt=prompt, truncate=k)
+        cut_floors[prompt] = _cell_row("ttft", "upstream", "upstream", 1, r)
+        _cut_into(floors[prompt], cut_floors[prompt], None)
+        _say(f"  ttft floor {prompt}, cut after {k} tokens: {_fmt_ms(cut_floors[prompt].get('ttft_ms'))}")
+    fwd = Child("_forwarder", "--upstream", f"http://127.0.0.1:{env.up_port}")
+    try:
+        r = env.streams("forwarder", "upstream", 1, runs, via=fwd, truncate=k)
+    finally:
+        fwd.stop()
+    for row in rows:
+        if row["target"] == "forwarder":
+            _cut_into(row, _cell_row("ttft", "forwarder", "upstream", 1, r), cut_floors["short"])
+            _say(f"  ttft short through a bare forwarder, cut: {_fmt_ms(row.get('cut_ttft_ms'))}"
+                 f" added {row.get('cut_added_ms')}")
     for prompt, proto in cases:
         r = env.streams("gateway", proto, 1, runs, prompt=prompt, tag=False, truncate=k)
         cpu = r["cpu_s"]["gw"]
@@ -1781,7 +1803,9 @@ def measure_ttft(env: Env) -> list[dict[str, Any]]:
                 row["first_token_tokens"] = k
                 if r["failed"]:
                     row["first_token_error"] = r["first_failure"]
-                _say(f"  ttft CPU {prompt} {proto}: {row['first_token_cpu_ms']} ms per request ({k} tokens)")
+                _cut_into(row, _cell_row("ttft", "gateway", proto, 1, r), cut_floors[prompt])
+                _say(f"  ttft {prompt} {proto}, cut: {_fmt_ms(row.get('cut_ttft_ms'))} added"
+                     f" {row.get('cut_added_ms')}; CPU {row['first_token_cpu_ms']} ms per request ({k} tokens)")
     env.mode("full")
     # uvicorn --workers / --fd / --reload bind with Config.bind_socket(): proto 0, no TCP_NODELAY (a separate gateway)
     gw0 = Child("_gateway", "--upstream", f"http://127.0.0.1:{env.up_port}", "--proto0")
@@ -1794,6 +1818,15 @@ def measure_ttft(env: Env) -> list[dict[str, Any]]:
     finally:
         gw0.stop()
     return rows
+
+
+def _cut_into(row: dict[str, Any], cut: dict[str, Any], floor: dict[str, Any] | None) -> None:
+    """Put the TTFT of the same cell with answers cut after their first tokens into ``row`` (``cut_ttft_ms``),
+    and, given the cut floor, what it adds (``cut_added_ms``)."""
+    row["cut_ttft_ms"] = cut.get("ttft_ms") if cut.get("status") == "OK" else None
+    if row["cut_ttft_ms"] and floor is not None and floor.get("ttft_ms"):
+        row["cut_added_ms"] = {q: row["cut_ttft_ms"][q] - floor["ttft_ms"][q] for q in ("median", "p99")}
+        row["cut_ratio"] = row["cut_ttft_ms"]["median"] / floor["ttft_ms"]["median"]
 
 
 def _ttft_added(row: dict[str, Any], floor: dict[str, Any]) -> dict[str, Any]:
@@ -2155,10 +2188,19 @@ def render(report: dict[str, Any]) -> str:
             "request and cached. TTFT: from the request's last byte to the first event carrying output "
             "(for the upstream read directly: the event of the same token, the first that shows output).",
             "",
-            "| prompt | protocol | runs | floor median / p99 ms | gateway median / p99 ms "
-            "| added median / p99 ms | ratio | gateway CPU to first token ms | gateway CPU per 256-token request ms |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+            "Two ways: with the whole 256-token answer following at full speed, and with the answer cut after "
+            "its first tokens that show output (the figure the target is judged on; see below).",
+            "",
+            "| prompt | protocol | runs | cut: floor median / p99 ms | cut: gateway median / p99 ms "
+            "| cut: added median / p99 ms | full answer: floor median / p99 ms | full answer: gateway median / p99 ms "
+            "| full answer: added median / p99 ms | gateway CPU to first token ms "
+            "| gateway CPU per 256-token request ms |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
+
+        def pair(d: dict[str, Any] | None) -> str:
+            return f"{_f((d or {}).get('median'), '.3f')} / {_f((d or {}).get('p99'), '.3f')}"
+
         floors = {r["prompt"]: r for r in ttft if r["target"] == "upstream"}
         for r in ttft:
             if r["target"] not in ("gateway", "forwarder"):
@@ -2174,11 +2216,10 @@ def render(report: dict[str, Any]) -> str:
             if r["target"] == "forwarder":
                 label += ", reference: a bare forwarder (no gateway)"
             lines.append(
-                f"| {label} | {r['protocol']} | {r['streams']} | {_f(f.get('ttft_ms', {}).get('median'), '.3f')} / "
-                f"{_f(f.get('ttft_ms', {}).get('p99'), '.3f')} | "
-                f"{r['ttft_ms']['median']:.3f} / {r['ttft_ms']['p99']:.3f} "
-                f"| {_f(r.get('added_ms', {}).get('median'), '.3f')} / {_f(r.get('added_ms', {}).get('p99'), '.3f')} "
-                f"| {_f(r.get('ratio'), '.1f')}x | {_f(r.get('first_token_cpu_ms'), '.2f')} | {_f(cpu_req, '.2f')} |"
+                f"| {label} | {r['protocol']} | {r['streams']} | {pair(f.get('cut_ttft_ms'))} "
+                f"| {pair(r.get('cut_ttft_ms'))} | {pair(r.get('cut_added_ms'))} | {pair(f.get('ttft_ms'))} "
+                f"| {pair(r.get('ttft_ms'))} | {pair(r.get('added_ms'))} "
+                f"| {_f(r.get('first_token_cpu_ms'), '.2f')} | {_f(cpu_req, '.2f')} |"
             )
         lines += [
             "",
@@ -2187,6 +2228,14 @@ def render(report: dict[str, Any]) -> str:
             "(accept, plan, call the upstream, parse, frame and write the first events, finish): what the "
             "first token costs the gateway, robust on a shared machine. Per 256-token request: the whole "
             "stream.",
+            "",
+            "Why the cut answer: the upstream, the load generator and the real engine share the second core. "
+            "With the whole answer following at full speed, the upstream writes the remaining tokens as fast as "
+            "the gateway reads them, on the load generator's core, while the load generator waits for the first "
+            "one: the faster the gateway reads, the later the first token is read. Timestamps inside the "
+            "gateway showed its first token's write at the same time for two upstream transports whose "
+            "full-answer TTFT differed by 1 ms. Cut after its first tokens, the answer leaves nothing running "
+            "but the first token's delivery; the full-answer figures stay in the table.",
             "",
             "The bare forwarder (reference, not the gateway) is a raw ASGI app on the gateway's uvicorn, loop "
             "and core that posts the short prompt's upstream body to the upstream with aiohttp and writes each "
@@ -2366,15 +2415,18 @@ def summarize(report: dict[str, Any]) -> dict[str, Any]:
         )
         if g is None or f is None:
             return
+        if not g.get("cut_added_ms") or not f.get("cut_ttft_ms"):
+            return
         rows.append(
             {
-                "figure": label,
-                "floor": f"{f['ttft_ms']['median']:.3f} ms",
-                "gateway": f"{g['ttft_ms']['median']:.3f} ms (p99 {g['ttft_ms']['p99']:.3f})",
-                "added": f"{g['added_ms']['median']:.3f} ms (p99 {g['added_ms']['p99']:.3f})",
-                "ratio": f"{g['ratio']:.1f}x",
+                "figure": label + " (answer cut after its first tokens)",
+                "floor": f"{f['cut_ttft_ms']['median']:.3f} ms",
+                "gateway": f"{g['cut_ttft_ms']['median']:.3f} ms (p99 {g['cut_ttft_ms']['p99']:.3f})",
+                "added": f"{g['cut_added_ms']['median']:.3f} ms (p99 {g['cut_added_ms']['p99']:.3f}); "
+                f"whole answer at full speed: {g['added_ms']['median']:.3f} ms",
+                "ratio": f"{g['cut_ratio']:.1f}x",
                 "target": f"≤ {target:g} ms added",
-                "verdict": _verdict(g["added_ms"]["median"], target),
+                "verdict": _verdict(g["cut_added_ms"]["median"], target),
             }
         )
 
