@@ -65,31 +65,21 @@ _HIGH_WATER = 256 * 1024
 _Key = tuple[str, str, int]  # scheme, host, port
 
 
-class _Detached:
-    """The "socket" of an answer whose connection has gone back to the pool or closed: a closed socket.
-
-    The connection is let go as soon as the whole body has arrived, which at
-    full speed is often before the answer is handed over. No read of such a
-    body waits, so the idle watch never acts on it; what it sees is a socket
-    that is already closed (``fileno()`` is -1) rather than none, which would
-    cost it a cancel scope per event.
-    """
-
-    __slots__ = ()
-    family = socket.AF_INET
-
-    def fileno(self) -> int:
-        return -1
-
-
-_DETACHED = _Detached()
-
-
 class _Answer(httpx.AsyncByteStream):
-    """One answer's body as it arrives; also its ``network_stream`` extension (``get_extra_info``).
+    """One answer's body as it arrives; also its ``network_stream`` extension and the socket that gives.
 
     The connection feeds it (:meth:`_feed`, :meth:`_end`, :meth:`_fail`) and
     lets go of it when the whole answer has arrived or the connection is lost.
+
+    The socket (``get_extra_info("socket")``) is the answer itself: ``fileno()``
+    and ``family`` are its connection's socket's for as long as the connection
+    carries this answer, and a closed socket's (``fileno()`` -1) from the
+    moment it lets go. A connection goes back to the pool as soon as the whole
+    answer has arrived, often before it has been read, and may carry another
+    answer by the time this one is abandoned: shutting down a socket taken
+    earlier would then cut that other answer. The idle watch and the reader's
+    abandon of :mod:`._http` shut down what this gives, which is nothing once
+    the answer is whole (no read of it waits).
     """
 
     __slots__ = ("_chunks", "_conn", "_done", "_error", "_read_timeout", "_size", "_waiter", "head")
@@ -185,12 +175,29 @@ class _Answer(httpx.AsyncByteStream):
             conn.close()
 
     def get_extra_info(self, info: str) -> Any:
-        """httpx's ``network_stream`` extension: the connection's transport info (``"socket"``: a closed one
-        once the connection has been let go)."""
+        """httpx's ``network_stream`` extension: the connection's transport info while it carries this answer
+        (``"socket"``: the answer itself, a view of its connection's socket; see the class docstring)."""
+        if info == "socket":
+            return self
         conn = self._conn
         if conn is None or conn.transport is None:
-            return _DETACHED if info == "socket" else None
+            return None
         return conn.transport.get_extra_info(info)
+
+    def _socket(self) -> Any:
+        conn = self._conn
+        return None if conn is None or conn.transport is None else conn.transport.get_extra_info("socket")
+
+    def fileno(self) -> int:
+        """The connection's socket's descriptor while it carries this answer, else -1 (a closed socket)."""
+        sock = self._socket()
+        return -1 if sock is None else int(sock.fileno())
+
+    @property
+    def family(self) -> int:
+        """The connection's socket's address family (``AF_INET`` once the connection has let go)."""
+        sock = self._socket()
+        return socket.AF_INET if sock is None else int(sock.family)
 
 
 def _expire(waiter: asyncio.Future[None], what: str) -> None:
@@ -360,7 +367,7 @@ class H1Pool:
     Args:
         limits: the pool's size (``max_connections``; None: no limit) and
             keep-alive expiry (seconds an idle connection is kept; None: 15).
-        ssl_context: for ``https`` upstreams (the system's trust store by default).
+        ssl_context: for ``https`` upstreams (by default, as httpx's: certifi's CA bundle).
     """
 
     __slots__ = ("_closed", "_expiry", "_idle", "_max", "_open", "_ssl", "_waiters")
@@ -449,7 +456,7 @@ class H1Pool:
         context: ssl.SSLContext | None = None
         if scheme == "https":
             if self._ssl is None:
-                self._ssl = ssl.create_default_context()
+                self._ssl = _default_ssl_context()
             context = self._ssl
         conn = _Connection(self, key)
         self._open.add(conn)  # counted while it connects
@@ -480,6 +487,15 @@ class H1Pool:
         for waiter in self._waiters:
             if not waiter.done():
                 waiter.set_result(None)
+
+
+def _default_ssl_context() -> ssl.SSLContext:
+    """What httpx verifies with by default: certifi's CA bundle (an httpx dependency), else the system's."""
+    try:
+        import certifi
+    except ImportError:  # pragma: no cover - httpx installs it
+        return ssl.create_default_context()
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 _METHODS_WITH_BODY = frozenset((b"POST", b"PUT", b"PATCH"))

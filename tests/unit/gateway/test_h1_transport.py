@@ -415,3 +415,97 @@ async def test_a_malformed_answer_is_a_remote_protocol_error(anyio_backend: Any)
             with pytest.raises(httpx.RemoteProtocolError), anyio.fail_after(2):
                 await http.get(base + path)
         assert transport._pool is not None and transport._pool.open_connections == 0
+
+
+def _self_signed(tmp: Any) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 and its key, written as PEM files (cryptography: the server extra's)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp / "cert.pem", tmp / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_file), str(key_file)
+
+
+@pytest.mark.parametrize("anyio_backend", _ASYNCIO)
+async def test_https_verifies_the_certificate(anyio_backend: Any, tmp_path: Any) -> None:
+    import asyncio
+    import ssl
+
+    from deltaflow.gateway.upstreams._h1 import H1Pool
+
+    cert, key = _self_signed(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(_ok(b"secure", _CLOSE))
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_ctx)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        # by default (certifi's bundle, as httpx) a self-signed certificate is refused
+        async with httpx.AsyncClient(transport=AutoTransport(limits=httpx.Limits())) as http:
+            with pytest.raises(httpx.ConnectError):
+                await http.get(f"https://127.0.0.1:{port}/x")
+        trusting = ssl.create_default_context(cafile=cert)
+        pool = H1Pool(httpx.Limits(), ssl_context=trusting)
+        async with httpx.AsyncClient(transport=AutoTransport(limits=httpx.Limits(), shared=pool)) as http:
+            assert (await http.get(f"https://127.0.0.1:{port}/x")).content == b"secure"
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.parametrize("anyio_backend", _ASYNCIO)
+async def test_abandoning_a_whole_answer_spares_the_next_answer_on_its_connection(anyio_backend: Any) -> None:
+    # A whole answer gives its connection back to the pool before it is read; the next request takes that
+    # connection. Abandoning the first answer then (a client that left: the reader shuts the socket the answer
+    # gave down, see _http._drain) must not cut the second one.
+    from deltaflow.gateway.upstreams._http import _shutdown
+
+    connections = 0
+
+    async def keep_alive(stream: SocketStream, request: bytes) -> None:
+        nonlocal connections
+        connections += 1
+        await stream.send(_ok(b"data: a\n\n"))  # the first answer, whole
+        await _request_of(stream)
+        await stream.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n9\r\ndata: b\n\n\r\n")
+        await anyio.sleep(0.2)
+        await stream.send(b"9\r\ndata: c\n\n\r\n0\r\n\r\n")
+
+    transport = AutoTransport(limits=httpx.Limits(max_connections=4))
+    async with serving(keep_alive) as base, httpx.AsyncClient(transport=transport) as http:
+        async with http.stream("POST", base + "/first", content=b"{}") as first:
+            sock = _socket_of(first)
+            await anyio.sleep(0.05)  # the first answer has arrived whole: its connection is back in the pool
+            async with http.stream("POST", base + "/second", content=b"{}") as second:
+                assert connections == 1  # the same connection
+                _shutdown(sock)  # the first answer abandoned
+                assert await second.aread() == b"data: b\n\ndata: c\n\n"
