@@ -2141,6 +2141,15 @@ def _verdict(value: float | None, target: float, higher_is_better: bool = False)
     return "meets" if ok else "misses"
 
 
+def _upstream_transport(report: dict[str, Any]) -> str:
+    """The gateway's upstream transport in a report: deltaflow's own HTTP/1.1 client (httptools' parser) since
+    commit 168491d, aiohttp's client before (the reports made then name its version only)."""
+    versions = report["versions"]
+    if "upstream_transport" in report:
+        return str(report["upstream_transport"])
+    return f"aiohttp {versions.get('aiohttp')}"
+
+
 def render(report: dict[str, Any]) -> str:
     m = report["machine"]
     lines = [f"# Gateway overhead — {report['date']}", ""]
@@ -2148,7 +2157,7 @@ def render(report: dict[str, Any]) -> str:
         f"`{report['command']}` — {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
         f"deltaflow {m.get('deltaflow_commit')}; uvicorn {report['versions'].get('uvicorn')} "
         f"({report.get('server_stack', 'h11, asyncio loop')}), httpx {report['versions'].get('httpx')} over "
-        f"aiohttp {report['versions'].get('aiohttp')} to the upstream."
+        f"{_upstream_transport(report)} to the upstream."
     )
     lines.append("")
     lines.append(
@@ -2694,6 +2703,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_info(),
         "versions": _versions(),
         "server_stack": _server_stack(),
+        "upstream_transport": f"deltaflow's HTTP/1.1 transport (httptools {_versions().get('httptools')})",
         "config": {"quick": a.quick, "tokens_per_stream": N_TOKENS, "pace_s": PACE_S},
         "targets": TARGETS,
     }
