@@ -227,6 +227,27 @@ async def test_generation_requests_skip_starlettes_stack_only_on_a_plain_app(roo
     assert seen == ["/v1/chat/completions"]
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("root_path", ["", "/api"])
+async def test_an_unexpected_failure_is_a_500_either_way(root_path: str) -> None:
+    """An exception that escapes a generation endpoint reaches the server (a 500), whether the request took
+    the direct way or starlette's (whose error middleware answers 500 and raises it on)."""
+    app = create_app(RecordingEngine(["x"]))
+
+    async def broken(protocol: str, raw: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    app.state.deltaflow.accept = broken
+    body = {"model": "rec", "messages": [{"role": "user", "content": "hi"}]}
+    transport = httpx.ASGITransport(app=app, root_path=root_path)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        with pytest.raises(RuntimeError, match="a bug"):
+            await client.post(root_path + "/v1/chat/completions", json=body)
+    quiet = httpx.ASGITransport(app=app, root_path=root_path, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=quiet, base_url="http://test") as client:
+        assert (await client.post(root_path + "/v1/chat/completions", json=body)).status_code == 500
+
+
 def test_tool_choice_none_disables_tool_parsing(live_server: Any) -> None:
     """With tool_choice="none" the tool blocks stay content text."""
     r = httpx.post(

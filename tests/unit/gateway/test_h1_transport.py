@@ -70,6 +70,26 @@ async def serving(handler: Handler) -> AsyncIterator[str]:
             tg.cancel_scope.cancel()
 
 
+_CLOSE = b"Connection: close\r\n"
+
+
+def _ok(body: bytes = b"{}", *extra: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\n" + b"".join(extra) + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+class _KeepAlive:
+    """A connection handler that answers each request on its connection with ``_ok()``; counts the connections."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+
+    async def __call__(self, stream: SocketStream, request: bytes) -> None:
+        self.connections += 1
+        while True:
+            await stream.send(_ok(b"{}", b"Content-Type: application/json\r\n"))
+            await _request_of(stream)
+
+
 def client(**timeouts: float) -> tuple[httpx.AsyncClient, AutoTransport]:
     transport = AutoTransport(limits=httpx.Limits(max_connections=4))
     return httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(5.0, **timeouts)), transport
@@ -230,15 +250,7 @@ async def test_the_shards_of_an_upstream_share_one_pool(anyio_backend: str) -> N
     # opened is reused by another.
     from deltaflow.gateway.upstreams._http import POOL_SHARD, HttpUpstream
 
-    connections = 0
-
-    async def keep_alive(stream: SocketStream, request: bytes) -> None:
-        nonlocal connections
-        connections += 1
-        while True:
-            await stream.send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
-            await _request_of(stream)
-
+    keep_alive = _KeepAlive()
     async with serving(keep_alive) as base:
         up = HttpUpstream(base, max_connections=POOL_SHARD * 3)
         try:
@@ -250,38 +262,23 @@ async def test_the_shards_of_an_upstream_share_one_pool(anyio_backend: str) -> N
             assert len(pools) == 1 and None not in {t._pool for t in transports}  # type: ignore[attr-defined]
             pool = transports[0]._pool  # type: ignore[attr-defined]
             assert pool._max == POOL_SHARD * 3 and pool.open_connections == 1
-            assert connections == 1  # the second and third shard reused the first one's connection
+            assert keep_alive.connections == 1  # the second and third shard reused the first one's connection
         finally:
             await up.aclose()
         assert pool.open_connections == 0
 
 
-_CLOSE = b"Connection: close\r\n"
-
-
-def _ok(body: bytes = b"{}", *extra: bytes) -> bytes:
-    return b"HTTP/1.1 200 OK\r\n" + b"".join(extra) + b"Content-Length: %d\r\n\r\n" % len(body) + body
-
-
 @pytest.mark.parametrize("anyio_backend", _ASYNCIO)
 async def test_keep_alive_reuse_and_expiry(anyio_backend: Any) -> None:
-    connections = 0
-
-    async def keep_alive(stream: SocketStream, request: bytes) -> None:
-        nonlocal connections
-        connections += 1
-        while True:
-            await stream.send(_ok())
-            await _request_of(stream)
-
+    keep_alive = _KeepAlive()
     transport = AutoTransport(limits=httpx.Limits(max_connections=4, keepalive_expiry=0.2))
     async with serving(keep_alive) as base, httpx.AsyncClient(transport=transport) as http:
         for _ in range(3):
             assert (await http.post(base + "/x", content=b"{}")).json() == {}
-        assert connections == 1
+        assert keep_alive.connections == 1
         await anyio.sleep(0.3)  # longer than the expiry: the idle connection is closed, a new one made
         assert (await http.post(base + "/x", content=b"{}")).json() == {}
-        assert connections == 2 and transport._pool is not None and transport._pool.open_connections == 1
+        assert keep_alive.connections == 2 and transport._pool is not None and transport._pool.open_connections == 1
 
 
 @pytest.mark.parametrize("anyio_backend", _ASYNCIO)
