@@ -506,3 +506,41 @@ async def test_abandoning_a_whole_answer_spares_the_next_answer_on_its_connectio
                 assert connections == 1  # the same connection
                 _shutdown(sock)  # the first answer abandoned
                 assert await second.aread() == b"data: b\n\ndata: c\n\n"
+
+
+@pytest.mark.parametrize("anyio_backend", _ASYNCIO)
+async def test_a_large_request_body_waits_for_the_socket(anyio_backend: Any, monkeypatch: Any) -> None:
+    # 8 MiB is more than the socket buffers take at once: the write waits for the transport to drain
+    # (pause_writing / resume_writing) while the server reads slowly, and the body arrives whole.
+    from deltaflow.gateway.upstreams import _h1
+
+    body = bytes(range(256)) * (8 * 4096)
+    got: list[bytes] = []
+    paused: list[bool] = []
+    pause = _h1._Connection.pause_writing
+
+    def counting_pause(self: Any) -> None:
+        paused.append(True)
+        pause(self)
+
+    monkeypatch.setattr(_h1._Connection, "pause_writing", counting_pause)
+
+    async def slow_reader(stream: SocketStream, request: bytes) -> None:
+        got.append(request.partition(b"\r\n\r\n")[2])
+        await stream.send(_ok(b"%d" % len(got[0]), _CLOSE))
+
+    async def serve_slowly(stream: SocketStream) -> None:
+        async with stream:
+            await anyio.sleep(0.3)  # the client's writes back up meanwhile
+            await slow_reader(stream, await _request_of(stream))
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, serve_slowly)
+        transport = AutoTransport(limits=httpx.Limits())
+        async with httpx.AsyncClient(transport=transport, timeout=10) as http:
+            r = await http.post(f"http://127.0.0.1:{port}/x", content=body)
+        tg.cancel_scope.cancel()
+    assert r.content == b"%d" % len(body) and got == [body]
+    assert paused  # the write did wait
