@@ -243,7 +243,8 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         answer = self.answer
-        if answer is not None and answer.head is not None and not self.keep_alive and not self._framed():
+        if (answer is not None and answer.head is not None and exc is None and not self.keep_alive
+                and not self._framed()):
             self.on_message_complete()  # a body that ends where its connection ends (no length, not chunked)
         elif answer is not None:
             what = "the server closed without answering" if answer.head is None else "the body ended early"

@@ -544,3 +544,21 @@ async def test_a_large_request_body_waits_for_the_socket(anyio_backend: Any, mon
         tg.cancel_scope.cancel()
     assert r.content == b"%d" % len(body) and got == [body]
     assert paused  # the write did wait
+
+
+@pytest.mark.parametrize("anyio_backend", _ASYNCIO)
+async def test_a_body_to_the_end_of_its_connection_cut_by_a_reset_is_an_error(anyio_backend: Any) -> None:
+    # Without a length or chunks, a body ends where its connection ends; a reset is not such an end.
+    import struct
+
+    async def reset(stream: SocketStream, request: bytes) -> None:
+        await stream.send(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\npartial")
+        await anyio.sleep(0.05)
+        raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+
+    transport = AutoTransport(limits=httpx.Limits())
+    async with serving(reset) as base, httpx.AsyncClient(transport=transport) as http:
+        async with http.stream("GET", base + "/x") as r:
+            with pytest.raises(httpx.RemoteProtocolError):
+                await r.aread()
