@@ -446,11 +446,14 @@ class H1Pool:
             self._waiters.append(waiter)
             try:
                 await asyncio.wait_for(waiter, None if deadline is None else max(0.0, deadline - loop.time()))
-            except asyncio.TimeoutError:
-                raise httpx.PoolTimeout("timed out waiting for a free connection") from None
-            finally:
+            except BaseException as exc:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
+                elif waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # woken, but leaving (timed out or cancelled at once): the next one goes
+                if isinstance(exc, asyncio.TimeoutError):
+                    raise httpx.PoolTimeout("timed out waiting for a free connection") from None
+                raise
 
     async def _connect(self, key: _Key, timeout: float | None) -> _Connection:
         scheme, host, port = key

@@ -562,3 +562,34 @@ async def test_a_body_to_the_end_of_its_connection_cut_by_a_reset_is_an_error(an
         async with http.stream("GET", base + "/x") as r:
             with pytest.raises(httpx.RemoteProtocolError):
                 await r.aread()
+
+
+@pytest.mark.parametrize("anyio_backend", _ASYNCIO)
+async def test_a_waiter_that_leaves_as_it_is_woken_passes_the_turn_on(anyio_backend: Any) -> None:
+    # Two requests wait for the only connection. When it is freed the first is woken, but it is cancelled
+    # before it runs (its client left): the freed connection must go to the second, not be lost. (On Python
+    # 3.11 asyncio.wait_for itself keeps a woken waiter's result through a cancellation; from 3.12 the
+    # cancellation goes through, and the pool hands the turn on.)
+    from deltaflow.gateway.upstreams._h1 import H1Pool
+
+    async with serving(_KeepAlive()) as base:
+        port = int(base.rsplit(":", 1)[1])
+        pool = H1Pool(httpx.Limits(max_connections=1))
+        key = ("http", "127.0.0.1", port)
+        busy = await pool.acquire(key, {})
+        got: list[Any] = []
+        async with anyio.create_task_group() as tg:
+            first = anyio.CancelScope()
+
+            async def wait(scope: anyio.CancelScope | None) -> None:
+                with scope or anyio.CancelScope():
+                    got.append(await pool.acquire(key, {"pool": 5.0}))
+
+            tg.start_soon(wait, first)
+            await anyio.sleep(0.01)
+            tg.start_soon(wait, None)
+            await anyio.sleep(0.01)
+            busy.close()  # frees the pool's only place and wakes the first waiter...
+            first.cancel()  # ...which leaves before it runs
+        assert len(got) == 1 and got[0] is not busy  # the second waiter got the place
+        await pool.aclose()
