@@ -368,6 +368,8 @@ class H1Pool:
     Args:
         limits: the pool's size (``max_connections``; None: no limit) and
             keep-alive expiry (seconds an idle connection is kept; None: 15).
+            ``max_keepalive_connections`` is not used: every idle connection
+            is kept until it expires or the server closes it.
         ssl_context: for ``https`` upstreams (by default, as httpx's: certifi's CA bundle).
     """
 

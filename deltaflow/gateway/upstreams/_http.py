@@ -779,8 +779,8 @@ class HttpUpstream:
                                   keepalive_expiry=t.keepalive_expiry)
             # On asyncio every shard's transport uses one pool with the whole limit (see H1Pool)
             shared = H1Pool(httpx.Limits(max_connections=max_connections,
-                                                max_keepalive_connections=max_connections,
-                                                keepalive_expiry=t.keepalive_expiry))
+                                         max_keepalive_connections=max_connections,
+                                         keepalive_expiry=t.keepalive_expiry))
             clients = tuple(
                 _Client(
                     timeout=self._timeout,
