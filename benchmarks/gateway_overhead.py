@@ -1824,10 +1824,10 @@ def measure_ttft(env: Env) -> list[dict[str, Any]]:
 def _cut_into(row: dict[str, Any], cut: dict[str, Any], floor: dict[str, Any] | None) -> None:
     """Put the TTFT of the same cell with answers cut after their first tokens into ``row`` (``cut_ttft_ms``),
     and, given the cut floor, what it adds (``cut_added_ms``)."""
+    if floor is not None:
+        _ttft_added(cut, floor)
     row["cut_ttft_ms"] = cut.get("ttft_ms") if cut.get("status") == "OK" else None
-    if row["cut_ttft_ms"] and floor is not None and floor.get("ttft_ms"):
-        row["cut_added_ms"] = {q: row["cut_ttft_ms"][q] - floor["ttft_ms"][q] for q in ("median", "p99")}
-        row["cut_ratio"] = row["cut_ttft_ms"]["median"] / floor["ttft_ms"]["median"]
+    row["cut_added_ms"], row["cut_ratio"] = cut.get("added_ms"), cut.get("ratio")
 
 
 def _ttft_added(row: dict[str, Any], floor: dict[str, Any]) -> dict[str, Any]:

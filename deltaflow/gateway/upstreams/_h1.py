@@ -593,12 +593,10 @@ class AutoTransport(httpx.AsyncBaseTransport):
                 if answer._error is not None:
                     raise answer._error
                 await answer._wait("waiting for the answer")
-        except httpx.TransportError as exc:
-            conn.close()
-            exc.request = request
-            raise
-        except BaseException:
-            conn.close()  # cancelled while asking: the connection is in an unknown state
+        except BaseException as exc:
+            conn.close()  # failed or cancelled while asking: the connection is in an unknown state
+            if isinstance(exc, httpx.TransportError):
+                exc.request = request
             raise
         status, reason, headers = head
         extensions: dict[str, Any] = {
